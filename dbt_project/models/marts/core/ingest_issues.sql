@@ -1,0 +1,1 @@
+select * from {{ ref('stg_lake__ingest_issues') }}

@@ -1,0 +1,38 @@
+-- history mapped onto the canonical vocabulary (seed metric_aliases). One series per (run, metric):
+-- when a run logs several keys for one metric, the lowest-priority alias present in that run wins for
+-- every step of it (alphabetical source_key breaks ties), so a series never mixes definitions.
+with history as (
+    select run_key, step, ts, key, value
+    from {{ ref('history') }}
+    where value is not null
+),
+
+aliases as (
+    select * from {{ ref('metric_aliases') }}
+),
+
+run_keys as (
+    select distinct run_key, key from history
+),
+
+matched as (
+    select r.run_key, r.key as source_key, a.metric, a.priority
+    from run_keys as r
+    join aliases as a
+        on (a.source_key not like '%\%%' escape '\' and r.key = a.source_key)
+        or (a.source_key like '%\%%' escape '\' and r.key like a.source_key)
+),
+
+chosen as (
+    select run_key, metric, source_key
+    from matched
+    qualify row_number() over (partition by run_key, metric order by priority, source_key) = 1
+),
+
+final as (
+    select h.run_key, h.step, h.ts, c.metric, h.value, c.source_key
+    from history as h
+    join chosen as c on h.run_key = c.run_key and h.key = c.source_key
+)
+
+select * from final

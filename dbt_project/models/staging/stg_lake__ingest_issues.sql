@@ -1,0 +1,10 @@
+with source as (
+    select * from {{ source('lake', 'wandb_offline_ingest_issues') }}
+),
+
+final as (
+    select distinct source, path, "offset", bytes_skipped, kind, message, ingest_id, noticed_at
+    from source
+)
+
+select * from final

@@ -1,0 +1,265 @@
+"""The Parquet lake: append-only tables written atomically, plus the ingest cursors.
+
+Every source appends files under ``lake/<table>/source=<source>/``. A file is written under a temporary name and
+renamed into place, and only then may the source's cursor move (``IngestState.save``), so a crash leaves at worst a
+file whose rows are ingested again; staging de-duplicates them. Nothing here knows about any particular source.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+HISTORY_SCHEMA = pa.schema(
+    [
+        ("run_key", pa.string()),
+        ("step", pa.int64()),
+        ("ts", pa.timestamp("us", tz="UTC")),
+        ("key", pa.string()),
+        ("value", pa.float64()),
+        ("value_int", pa.int64()),  # exact integers (W&B writes 2**53+1 as JSON text; a DOUBLE cannot hold it)
+        ("value_text", pa.string()),
+        ("value_type", pa.string()),  # number | bool | string | null | list | dict | <W&B media _type>
+        ("ingest_id", pa.int64()),
+        ("file_offset", pa.int64()),  # where the value came from, and the tie-break inside one ingest
+    ]
+)
+
+RUNS_SCHEMA = pa.schema(
+    [
+        ("run_key", pa.string()),
+        ("source", pa.string()),
+        ("origin", pa.string()),
+        ("entity", pa.string()),
+        ("project", pa.string()),
+        ("run_id", pa.string()),
+        ("name", pa.string()),
+        ("state", pa.string()),
+        ("exit_code", pa.int64()),
+        ("tags", pa.list_(pa.string())),
+        ("group_name", pa.string()),
+        ("job_type", pa.string()),
+        ("sweep_id", pa.string()),
+        ("created_at", pa.timestamp("us", tz="UTC")),
+        ("heartbeat_at", pa.timestamp("us", tz="UTC")),
+        ("config", pa.string()),
+        ("summary", pa.string()),
+        ("last_step", pa.int64()),
+        ("history_rows", pa.int64()),
+        ("wandb_version", pa.string()),
+        ("source_files", pa.list_(pa.string())),
+        ("step_offsets", pa.string()),
+        ("ingest_id", pa.int64()),
+        ("ingested_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+ISSUES_SCHEMA = pa.schema(
+    [
+        ("source", pa.string()),
+        ("path", pa.string()),
+        ("offset", pa.int64()),
+        ("bytes_skipped", pa.int64()),
+        ("kind", pa.string()),
+        ("message", pa.string()),
+        ("ingest_id", pa.int64()),
+        ("noticed_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+TABLES = {"history": HISTORY_SCHEMA, "runs": RUNS_SCHEMA, "ingest_issues": ISSUES_SCHEMA}
+SCHEMA_FILE = "_schema.parquet"  # zero rows; keeps every glob readable before the first ingest
+
+
+def table_dir(lake_root: Path, table: str, source: str) -> Path:
+    return Path(lake_root) / table / f"source={source}"
+
+
+def ensure_layout(lake_root: Path, source: str) -> None:
+    """Create the source's table folders, each with an empty file that carries the schema."""
+    for table, schema in TABLES.items():
+        folder = table_dir(lake_root, table, source)
+        folder.mkdir(parents=True, exist_ok=True)
+        marker = folder / SCHEMA_FILE
+        if not marker.exists():
+            _atomic_write_table(marker, schema.empty_table())
+
+
+def _atomic_write_table(path: Path, table: pa.Table) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
+
+
+def new_part_path(lake_root: Path, table: str, source: str, ingest_id: int) -> Path:
+    name = f"part-{ingest_id:08d}-{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}.parquet"
+    return table_dir(lake_root, table, source) / name
+
+
+class PartWriter:
+    """Streams row groups into one new Parquet part; the part appears under its final name only on commit()."""
+
+    def __init__(self, lake_root: Path, table: str, source: str, ingest_id: int):
+        self.schema = TABLES[table]
+        self.final = new_part_path(lake_root, table, source, ingest_id)
+        self.tmp = self.final.with_name(f".{self.final.name}.tmp")
+        self._writer: pq.ParquetWriter | None = None
+        self.rows = 0
+
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        if batch.num_rows == 0:
+            return
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self.tmp, self.schema, compression="zstd")
+        self._writer.write(batch)
+        self.rows += batch.num_rows
+
+    def commit(self) -> Path | None:
+        """Close and rename into place; returns the part's path, or None when nothing was written."""
+        if self._writer is None:
+            return None
+        self._writer.close()
+        self._writer = None
+        with open(self.tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(self.tmp, self.final)
+        return self.final
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        self.tmp.unlink(missing_ok=True)
+
+
+def write_part(lake_root: Path, table: str, source: str, ingest_id: int, rows: list[dict[str, Any]]) -> Path | None:
+    if not rows:
+        return None
+    writer = PartWriter(lake_root, table, source, ingest_id)
+    writer.write(pa.Table.from_pylist(rows, schema=writer.schema))
+    return writer.commit()
+
+
+@dataclass
+class IngestState:
+    """A source's cursors: one JSON document, replaced atomically after the data it describes is in the lake."""
+
+    path: Path
+    data: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, lake_root: Path, source: str) -> "IngestState":
+        path = Path(lake_root) / "_state" / f"{source}.json"
+        if path.exists():
+            with open(path, encoding="utf-8") as fh:
+                return cls(path, json.load(fh))
+        return cls(path, {"version": 1, "last_ingest_id": 0})
+
+    def next_ingest_id(self) -> int:
+        return int(self.data.get("last_ingest_id", 0)) + 1
+
+    def save(self, ingest_id: int) -> None:
+        self.data["last_ingest_id"] = ingest_id
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(self.data, fh, separators=(",", ":"), allow_nan=False)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+
+
+@contextmanager
+def ingest_lock(lake_root: Path, source: str) -> Iterator[None]:
+    """One ingest per source at a time (the sensor, the schedule and a user's CLI may all start one)."""
+    import fcntl
+
+    lock_path = Path(lake_root) / "_state" / f"{source}.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise IngestBusy(f"another ingest of {source} is running (lock {lock_path}); try again when it ends")
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+class IngestBusy(RuntimeError):
+    pass
+
+
+class HistoryBuffer:
+    """Column lists for history rows, flushed to a PartWriter as a record batch once ``max_rows`` are held.
+
+    Sources add a whole logged row at a time (``add_row``), which keeps the per-value cost to list appends.
+    """
+
+    def __init__(self, writer: PartWriter, ingest_id: int, max_rows: int = 250_000):
+        self.writer = writer
+        self.ingest_id = ingest_id
+        self.max_rows = max_rows
+        self.total = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self.run_key: list[str] = []
+        self.step: list[int] = []
+        self.ts: list[int | None] = []
+        self.key: list[str] = []
+        self.value: list[float | None] = []
+        self.value_int: list[int | None] = []
+        self.value_text: list[str | None] = []
+        self.value_type: list[str] = []
+        self.offset: list[int] = []
+
+    def add_row(self, run_key: str, step: int, ts_us: int | None, offset: int, keys: list[str],
+                values: list, ints: list, texts: list, types: list) -> None:
+        n = len(keys)
+        if n == 0:
+            return
+        self.run_key += [run_key] * n
+        self.step += [step] * n
+        self.ts += [ts_us] * n
+        self.offset += [offset] * n
+        self.key += keys
+        self.value += values
+        self.value_int += ints
+        self.value_text += texts
+        self.value_type += types
+        if len(self.key) >= self.max_rows:
+            self.flush()
+
+    def flush(self) -> None:
+        n = len(self.key)
+        if not n:
+            return
+        batch = pa.record_batch(
+            [
+                pa.array(self.run_key, pa.string()),
+                pa.array(self.step, pa.int64()),
+                pa.array(self.ts, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+                pa.array(self.key, pa.string()),
+                pa.array(self.value, pa.float64()),
+                pa.array(self.value_int, pa.int64()),
+                pa.array(self.value_text, pa.string()),
+                pa.array(self.value_type, pa.string()),
+                pa.array([self.ingest_id] * n, pa.int64()),
+                pa.array(self.offset, pa.int64()),
+            ],
+            schema=HISTORY_SCHEMA,
+        )
+        self.writer.write(batch)
+        self.total += n
+        self._reset()

@@ -1,0 +1,42 @@
+"""Where things are, from the environment (DESIGN.md's contract); one place so every entry point agrees."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DBT_PROJECT_DIR = PROJECT_ROOT / "dbt_project"
+SQL_DIR = PROJECT_ROOT / "sql"
+
+
+def _paths(value: str | None) -> list[Path]:
+    return [Path(p).expanduser() for p in (value or "").split(os.pathsep) if p.strip()]
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    wandb_dirs: tuple[Path, ...] = ()
+
+    @classmethod
+    def from_env(cls, home: str | os.PathLike | None = None) -> "Settings":
+        home_path = Path(home or os.environ.get("GRPOLENS_HOME") or "warehouse").expanduser().resolve()
+        return cls(home=home_path, wandb_dirs=tuple(_paths(os.environ.get("GRPOLENS_WANDB_DIRS"))))
+
+    @property
+    def lake(self) -> Path:
+        return self.home / "lake"
+
+    @property
+    def duckdb_path(self) -> Path:
+        return self.home / "grpolens.duckdb"
+
+    @property
+    def reports_dir(self) -> Path:
+        return self.home / "reports"
+
+    def export(self) -> None:
+        """dbt and child processes read GRPOLENS_HOME themselves: make it the absolute path we resolved."""
+        os.environ["GRPOLENS_HOME"] = str(self.home)

@@ -1,0 +1,1 @@
+"""Ingest sources: each reads one kind of input incrementally and appends to the Parquet lake."""

@@ -1,0 +1,287 @@
+"""Incremental ingest of W&B offline run files (``run-*.wandb``) into the lake.
+
+Run files are append-only logs, so the cursor is a byte offset per file: a refresh reads only what was appended
+since the last one, and a refresh with nothing new costs one ``stat`` per file. One ingest writes at most one
+history part, one runs part (a full metadata snapshot of every run it touched) and one issues part, then saves
+the cursors; a crash anywhere before that save leaves rows that the next ingest writes again and staging
+de-duplicates.
+
+A run resumed in another folder (same run id) is one run. A resumed offline run restarts ``_step`` at 0 unless
+the trainer passed ``step=``; such a segment is shifted to follow the earlier one (recorded in ``step_offsets``)
+rather than overwrite it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from wandb.proto import wandb_internal_pb2 as pb
+
+from pipeline import lake
+from pipeline.sources import wandb_log
+from pipeline.sources.wandb_records import RunMeta, decode_history, json_text
+
+SOURCE = "wandb_offline"
+RUN_FILE = re.compile(r"^run-.*\.wandb$")
+_FOLDER_TIME = re.compile(r"(\d{8}_\d{6})")
+
+
+@dataclass
+class FileIssue:
+    path: str
+    offset: int
+    bytes_skipped: int
+    kind: str
+    message: str
+
+
+@dataclass
+class IngestReport:
+    files_seen: int = 0
+    files_read: int = 0
+    records: int = 0
+    values: int = 0
+    runs_touched: list[str] = field(default_factory=list)
+    issues: list[FileIssue] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    ingest_id: int | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.ingest_id is not None
+
+    def lines(self) -> list[str]:
+        out = [
+            f"wandb offline: {self.files_seen} run files, {self.files_read} read, {self.records} records, "
+            f"{self.values} values, {len(self.runs_touched)} runs updated in {self.seconds:.2f}s"
+        ]
+        out += [f"  note: {n}" for n in self.notes]
+        out += [f"  skipped: {i.path} @ byte {i.offset}: {i.kind}: {i.message}" for i in self.issues]
+        return out
+
+
+def discover(roots: Iterable[Path]) -> list[Path]:
+    """Every ``run-*.wandb`` below the roots, once each (``latest-run`` and other symlinks are not followed).
+
+    Sorted by the start time in the run folder's name so a resumed run's segments are read in order.
+    """
+    found: dict[str, Path] = {}
+    for root in roots:
+        root = Path(root)
+        if root.is_file() and RUN_FILE.match(root.name):
+            found.setdefault(os.path.realpath(root), root)
+            continue
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            runs = [f for f in filenames if RUN_FILE.match(f)]
+            for name in runs:
+                full = Path(dirpath) / name
+                if not full.is_symlink():
+                    found.setdefault(os.path.realpath(full), full)
+            if runs:
+                dirnames[:] = []  # a run folder's files/, logs/ and tmp/ hold no run files
+            else:
+                dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+
+    def order(item: tuple[str, Path]) -> tuple[str, str]:
+        match = _FOLDER_TIME.search(item[1].parent.name)
+        return (match.group(1) if match else "", item[0])
+
+    return [Path(real) for real, _ in sorted(found.items(), key=order)]
+
+
+def run_key_for(meta: RunMeta, default_entity: str) -> str:
+    return f"wandb:{meta.entity or default_entity}/{meta.project or 'uncategorized'}/{meta.run_id}"
+
+
+class OfflineIngest:
+    """One ingest pass; ``run()`` returns what it did. Not reentrant (the caller holds the source lock)."""
+
+    def __init__(self, lake_root: Path, roots: Iterable[Path], progress: Callable[[str], None] | None = None,
+                 batch_rows: int = 250_000, default_entity: str | None = None):
+        self.lake_root = Path(lake_root)
+        self.roots = [Path(r) for r in roots]
+        self.progress = progress or (lambda _msg: None)
+        self.batch_rows = batch_rows
+        self.default_entity = default_entity or os.environ.get("WANDB_ENTITY") or "local"
+
+    def run(self) -> IngestReport:
+        started = time.perf_counter()
+        report = IngestReport()
+        lake.ensure_layout(self.lake_root, SOURCE)
+        with lake.ingest_lock(self.lake_root, SOURCE):
+            state = lake.IngestState.load(self.lake_root, SOURCE)
+            cursors: dict = state.data.setdefault("files", {})
+            runs: dict = state.data.setdefault("runs", {})
+            files = discover(self.roots)
+            report.files_seen = len(files)
+            todo = []
+            for path in files:
+                try:
+                    size = path.stat().st_size
+                except OSError as exc:
+                    report.issues.append(FileIssue(str(path), 0, 0, "unreadable", str(exc)))
+                    continue
+                cursor = cursors.get(str(path))
+                if cursor is None or size != cursor["size"]:
+                    todo.append((path, size, cursor))
+            if not todo:
+                report.seconds = time.perf_counter() - started
+                return report
+
+            ingest_id = state.next_ingest_id()
+            writer = lake.PartWriter(self.lake_root, "history", SOURCE, ingest_id)
+            buffer = lake.HistoryBuffer(writer, ingest_id, self.batch_rows)
+            touched: dict[str, RunMeta] = {}
+            try:
+                for n, (path, size, cursor) in enumerate(todo, 1):
+                    self.progress(f"[{n}/{len(todo)}] {path}")
+                    new_cursor = self._read_file(path, size, cursor, runs, touched, buffer, report)
+                    if new_cursor is not None:
+                        cursors[str(path)] = new_cursor
+                buffer.flush()
+                writer.commit()
+            except BaseException:
+                writer.abort()
+                raise
+            report.values = buffer.total
+            now = time.time()
+            lake.write_part(self.lake_root, "runs", SOURCE, ingest_id,
+                            [self._run_row(key, meta, ingest_id, now) for key, meta in touched.items()])
+            lake.write_part(self.lake_root, "ingest_issues", SOURCE, ingest_id,
+                            [self._issue_row(issue, ingest_id, now) for issue in report.issues])
+            for key, meta in touched.items():
+                runs[key] = meta.to_state()
+            state.save(ingest_id)
+            report.ingest_id = ingest_id
+            report.runs_touched = sorted(touched)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _read_file(self, path: Path, size: int, cursor: dict | None, runs: dict, touched: dict,
+                   buffer: lake.HistoryBuffer, report: IngestReport) -> dict | None:
+        """Read one file from its cursor; returns the new cursor, or None when the file could not be read."""
+        start = cursor["offset"] if cursor else 0
+        run_key = cursor.get("run_key") if cursor else None
+        if cursor and size < cursor["size"]:
+            report.notes.append(f"{path} shrank from {cursor['size']} to {size} bytes; reading it again from the start")
+            start, run_key = 0, None
+        result = wandb_log.ReadResult()
+        meta = self._meta(run_key, runs, touched) if run_key else None
+        summary_pending: dict = {}
+        step_offset = int(meta.step_offsets.get(str(path), 0)) if meta else 0
+        record = pb.Record()
+        try:
+            with open(path, "rb") as fh:
+                wandb_log.check_header(fh)
+                for offset, data in wandb_log.read_records(fh, start, result):
+                    report.records += 1
+                    try:
+                        record.ParseFromString(data)
+                    except Exception as exc:  # protobuf's DecodeError; any bad record is skipped, not fatal
+                        report.issues.append(FileIssue(str(path), offset, len(data), "decode", f"record not decodable: {exc}"))
+                        continue
+                    kind = record.WhichOneof("record_type")
+                    if kind == "history":
+                        if meta is None:
+                            report.issues.append(FileIssue(str(path), offset, len(data), "orphan_history",
+                                                           "history record before any run record"))
+                            continue
+                        row = decode_history(record.history)
+                        if row.step is None:
+                            report.issues.append(FileIssue(str(path), offset, len(data), "no_step", "history row without _step"))
+                            continue
+                        if str(path) not in meta.step_offsets:
+                            step_offset = self._segment_offset(meta, path, row.step, report)
+                        step = row.step + step_offset
+                        buffer.add_row(run_key, step, row.ts_us, offset, row.keys, row.values, row.ints, row.texts, row.types)
+                        meta.history_rows += 1
+                        if meta.last_step is None or step > meta.last_step:
+                            meta.last_step = step
+                        if row.ts_us is not None:
+                            meta.touch(row.ts_us / 1e6)
+                    elif kind == "run":
+                        if meta is None:
+                            probe = RunMeta()
+                            probe.apply_run(record.run)
+                            run_key = run_key_for(probe, self.default_entity)
+                            meta = self._meta(run_key, runs, touched)
+                        meta.apply_run(record.run)
+                        if str(path) not in meta.source_files:
+                            meta.source_files.append(str(path))
+                    elif meta is None:
+                        continue
+                    elif kind == "summary":
+                        meta.apply_summary(record.summary, summary_pending)
+                    elif kind == "config":
+                        meta.apply_config(record.config)
+                    elif kind == "exit":
+                        meta.apply_exit(record.exit)
+                    elif kind == "stats":
+                        meta.touch(record.stats.timestamp.seconds + record.stats.timestamp.nanos / 1e9)
+                    elif kind == "telemetry" and record.telemetry.cli_version:
+                        meta.wandb_version = record.telemetry.cli_version
+        except wandb_log.NotAWandbFile as exc:
+            report.issues.append(FileIssue(str(path), 0, size, "not_wandb", str(exc)))
+            return None
+        except OSError as exc:
+            report.issues.append(FileIssue(str(path), 0, 0, "unreadable", str(exc)))
+            return None
+        if meta is not None:
+            meta.finish_summary(summary_pending)
+        report.files_read += 1
+        for damage in result.damage:
+            report.issues.append(FileIssue(str(path), damage.offset, damage.bytes_skipped, damage.kind, damage.message))
+        if result.incomplete_tail and result.end_offset < size:
+            report.notes.append(f"{path}: last {result.incomplete_tail} bytes are an incomplete record "
+                                "(file still being written, or cut short); read up to the last complete one")
+        return {"offset": result.end_offset, "size": size, "run_key": run_key}
+
+    def _meta(self, run_key: str, runs: dict, touched: dict) -> RunMeta:
+        if run_key not in touched:
+            touched[run_key] = RunMeta.from_state(runs[run_key]) if run_key in runs else RunMeta()
+        return touched[run_key]
+
+    def _segment_offset(self, meta: RunMeta, path: Path, first_step: int, report: IngestReport) -> int:
+        """The first history row of a file decides how its steps line up with earlier segments of the same run."""
+        earlier = [f for f in meta.source_files if f != str(path) and f in meta.step_offsets]
+        shift = 0
+        if earlier and meta.last_step is not None and first_step <= meta.last_step:
+            shift = meta.last_step + 1 - first_step
+            report.notes.append(
+                f"run {meta.run_id} resumed in {path.parent.name} restarted _step at {first_step}; "
+                f"its steps are shifted by {shift} to follow the earlier segment (pass step= when resuming)")
+        meta.step_offsets[str(path)] = shift
+        return shift
+
+    def _run_row(self, run_key: str, meta: RunMeta, ingest_id: int, now: float) -> dict:
+        def ts(value: float | None):
+            return None if value is None else int(value * 1_000_000)
+
+        return {
+            "run_key": run_key, "source": "wandb", "origin": "offline", "entity": meta.entity or self.default_entity,
+            "project": meta.project, "run_id": meta.run_id, "name": meta.name, "state": meta.state,
+            "exit_code": meta.exit_code, "tags": meta.tags, "group_name": meta.group_name or None,
+            "job_type": meta.job_type or None, "sweep_id": meta.sweep_id or None,
+            "created_at": ts(meta.created_at), "heartbeat_at": ts(meta.heartbeat_at),
+            "config": json_text(meta.config), "summary": json_text(meta.summary), "last_step": meta.last_step,
+            "history_rows": meta.history_rows, "wandb_version": meta.wandb_version or None,
+            "source_files": meta.source_files, "step_offsets": json_text(meta.step_offsets),
+            "ingest_id": ingest_id, "ingested_at": ts(now),
+        }
+
+    @staticmethod
+    def _issue_row(issue: FileIssue, ingest_id: int, now: float) -> dict:
+        return {"source": SOURCE, "path": issue.path, "offset": issue.offset, "bytes_skipped": issue.bytes_skipped,
+                "kind": issue.kind, "message": issue.message, "ingest_id": ingest_id,
+                "noticed_at": int(now * 1_000_000)}
+
+
+def ingest(lake_root: Path, roots: Iterable[Path], progress: Callable[[str], None] | None = None,
+           batch_rows: int = 250_000) -> IngestReport:
+    return OfflineIngest(lake_root, roots, progress, batch_rows).run()
