@@ -22,8 +22,12 @@ class Settings:
 
     @classmethod
     def from_env(cls, home: str | os.PathLike | None = None) -> "Settings":
-        home_path = Path(home or os.environ.get("GRPOLENS_HOME") or "warehouse").expanduser().resolve()
-        return cls(home=home_path, wandb_dirs=tuple(_paths(os.environ.get("GRPOLENS_WANDB_DIRS"))))
+        return cls.from_values(home or os.environ.get("GRPOLENS_HOME"), os.environ.get("GRPOLENS_WANDB_DIRS"))
+
+    @classmethod
+    def from_values(cls, home: str | os.PathLike | None, wandb_dirs: str | None) -> "Settings":
+        home_path = Path(home or "warehouse").expanduser().resolve()
+        return cls(home=home_path, wandb_dirs=tuple(_paths(wandb_dirs)))
 
     @property
     def lake(self) -> Path:

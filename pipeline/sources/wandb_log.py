@@ -30,6 +30,10 @@ class NotAWandbFile(ValueError):
     """The file does not start with the `.wandb` header: it is not a W&B transaction log at all."""
 
 
+class HeaderNotWritten(NotAWandbFile):
+    """Shorter than the header and consistent with it: a file wandb has only begun to write."""
+
+
 @dataclass
 class Damage:
     offset: int  # where the damage was found
@@ -52,7 +56,7 @@ def check_header(fh: BinaryIO) -> None:
     head = fh.read(HEADER_SIZE)
     if head != FILE_HEADER:
         if len(head) < HEADER_SIZE and FILE_HEADER.startswith(head):
-            raise NotAWandbFile("file is shorter than the 7-byte .wandb header (still being created?)")
+            raise HeaderNotWritten("file is shorter than the 7-byte .wandb header (still being created?)")
         raise NotAWandbFile(f"not a .wandb file: header {head!r}, expected {FILE_HEADER!r}")
 
 

@@ -24,7 +24,8 @@ from wandb.proto import wandb_internal_pb2 as pb
 
 from pipeline import lake
 from pipeline.sources import wandb_log
-from pipeline.sources.wandb_records import RunMeta, decode_history, json_text
+from pipeline.sources.wandb_records import RunMeta, decode_history
+from pipeline.values import json_text
 
 SOURCE = "wandb_offline"
 RUN_FILE = re.compile(r"^run-.*\.wandb$")
@@ -95,6 +96,28 @@ def discover(roots: Iterable[Path]) -> list[Path]:
     return [Path(real) for real, _ in sorted(found.items(), key=order)]
 
 
+def files_with_new_bytes(files: list[Path], cursors: dict) -> tuple[list[tuple[Path, int, dict | None]], list[FileIssue]]:
+    """The files whose size differs from what their cursor recorded (new, grown or rewritten), by one stat each."""
+    todo, unreadable = [], []
+    for path in files:
+        try:
+            size = path.stat().st_size
+        except OSError as exc:
+            unreadable.append(FileIssue(str(path), 0, 0, "unreadable", str(exc)))
+            continue
+        cursor = cursors.get(str(path))
+        if cursor is None or size != cursor["size"]:
+            todo.append((path, size, cursor))
+    return todo, unreadable
+
+
+def pending_files(lake_root: Path, roots: Iterable[Path]) -> list[Path]:
+    """What the next ingest would read: for sensors, which must not take the ingest lock or write anything."""
+    state = lake.IngestState.load(Path(lake_root), SOURCE)
+    todo, _ = files_with_new_bytes(discover(roots), state.data.get("files", {}))
+    return [path for path, _size, _cursor in todo]
+
+
 def run_key_for(meta: RunMeta, default_entity: str) -> str:
     return f"wandb:{meta.entity or default_entity}/{meta.project or 'uncategorized'}/{meta.run_id}"
 
@@ -103,7 +126,7 @@ class OfflineIngest:
     """One ingest pass; ``run()`` returns what it did. Not reentrant (the caller holds the source lock)."""
 
     def __init__(self, lake_root: Path, roots: Iterable[Path], progress: Callable[[str], None] | None = None,
-                 batch_rows: int = 250_000, default_entity: str | None = None):
+                 batch_rows: int = 100_000, default_entity: str | None = None):
         self.lake_root = Path(lake_root)
         self.roots = [Path(r) for r in roots]
         self.progress = progress or (lambda _msg: None)
@@ -120,16 +143,8 @@ class OfflineIngest:
             runs: dict = state.data.setdefault("runs", {})
             files = discover(self.roots)
             report.files_seen = len(files)
-            todo = []
-            for path in files:
-                try:
-                    size = path.stat().st_size
-                except OSError as exc:
-                    report.issues.append(FileIssue(str(path), 0, 0, "unreadable", str(exc)))
-                    continue
-                cursor = cursors.get(str(path))
-                if cursor is None or size != cursor["size"]:
-                    todo.append((path, size, cursor))
+            todo, unreadable = files_with_new_bytes(files, cursors)
+            report.issues += unreadable
             if not todo:
                 report.seconds = time.perf_counter() - started
                 return report
@@ -175,14 +190,13 @@ class OfflineIngest:
         meta = self._meta(run_key, runs, touched) if run_key else None
         summary_pending: dict = {}
         step_offset = int(meta.step_offsets.get(str(path), 0)) if meta else 0
-        record = pb.Record()
         try:
             with open(path, "rb") as fh:
                 wandb_log.check_header(fh)
                 for offset, data in wandb_log.read_records(fh, start, result):
                     report.records += 1
                     try:
-                        record.ParseFromString(data)
+                        record = pb.Record.FromString(data)  # a fresh message: upb arenas only grow while one lives
                     except Exception as exc:  # protobuf's DecodeError; any bad record is skipped, not fatal
                         report.issues.append(FileIssue(str(path), offset, len(data), "decode", f"record not decodable: {exc}"))
                         continue
@@ -192,14 +206,14 @@ class OfflineIngest:
                             report.issues.append(FileIssue(str(path), offset, len(data), "orphan_history",
                                                            "history record before any run record"))
                             continue
-                        row = decode_history(record.history)
+                        row = decode_history(record, data)
                         if row.step is None:
                             report.issues.append(FileIssue(str(path), offset, len(data), "no_step", "history row without _step"))
                             continue
                         if str(path) not in meta.step_offsets:
                             step_offset = self._segment_offset(meta, path, row.step, report)
                         step = row.step + step_offset
-                        buffer.add_row(run_key, step, row.ts_us, offset, row.keys, row.values, row.ints, row.texts, row.types)
+                        buffer.add_row(run_key, step, row.ts_us, offset, row.keys, row.texts)
                         meta.history_rows += 1
                         if meta.last_step is None or step > meta.last_step:
                             meta.last_step = step
@@ -217,7 +231,7 @@ class OfflineIngest:
                     elif meta is None:
                         continue
                     elif kind == "summary":
-                        meta.apply_summary(record.summary, summary_pending)
+                        meta.apply_summary(record, data, summary_pending)
                     elif kind == "config":
                         meta.apply_config(record.config)
                     elif kind == "exit":
@@ -226,9 +240,12 @@ class OfflineIngest:
                         meta.touch(record.stats.timestamp.seconds + record.stats.timestamp.nanos / 1e9)
                     elif kind == "telemetry" and record.telemetry.cli_version:
                         meta.wandb_version = record.telemetry.cli_version
+        except wandb_log.HeaderNotWritten as exc:
+            report.notes.append(f"{path}: {exc}; will read it when it has grown")
+            return None
         except wandb_log.NotAWandbFile as exc:
             report.issues.append(FileIssue(str(path), 0, size, "not_wandb", str(exc)))
-            return None
+            return {"offset": 0, "size": size, "run_key": None, "rejected": "not_wandb"}  # not retried until it changes
         except OSError as exc:
             report.issues.append(FileIssue(str(path), 0, 0, "unreadable", str(exc)))
             return None
@@ -283,5 +300,5 @@ class OfflineIngest:
 
 
 def ingest(lake_root: Path, roots: Iterable[Path], progress: Callable[[str], None] | None = None,
-           batch_rows: int = 250_000) -> IngestReport:
+           batch_rows: int = 100_000) -> IngestReport:
     return OfflineIngest(lake_root, roots, progress, batch_rows).run()

@@ -15,9 +15,54 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+from wandb.proto import wandb_internal_pb2 as pb
+
+from pipeline.values import finite, json_text
+
 _SECRET_KEY = re.compile(r"(?i)(api[_-]?key|token|secret|passw(or)?d|credential|auth)")
 REDACTED = "***redacted***"
+
+
+def _flat_messages():
+    """Message classes that read a history/summary record's items column-wise in one C-level parse.
+
+    Protobuf merges repeated occurrences of a singular message field, concatenating the repeated fields inside.
+    Declaring HistoryRecord.item (repeated HistoryItem, field 1) as a *singular* message whose fields are all
+    repeated therefore yields every item's nested_key and value_json as two parallel lists, with no Python
+    object per item. Field numbers and types are read from wandb's own descriptors, so the view cannot drift.
+    """
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    file = descriptor_pb2.FileDescriptorProto(name="grpolens_wandb_flat.proto", package="grpolens", syntax="proto3")
+    items = file.message_type.add(name="FlatItems")
+    for f in pb.HistoryItem.DESCRIPTOR.fields:
+        ftype = f.type if f.type != f.TYPE_ENUM else f.TYPE_INT32
+        items.field.add(name=f.name, number=f.number, type=ftype, label=f.LABEL_REPEATED)
+    for name, record, fields in (("FlatHistory", pb.HistoryRecord, ("item",)),
+                                 ("FlatSummary", pb.SummaryRecord, ("update", "remove"))):
+        msg = file.message_type.add(name=name)
+        for field_name in fields:
+            number = record.DESCRIPTOR.fields_by_name[field_name].number
+            msg.field.add(name=field_name, number=number, type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
+                          type_name=".grpolens.FlatItems", label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+    rec = file.message_type.add(name="FlatRecord")
+    for field_name, type_name in (("history", "FlatHistory"), ("summary", "FlatSummary")):
+        rec.field.add(name=field_name, number=pb.Record.DESCRIPTOR.fields_by_name[field_name].number,
+                      type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE, type_name=f".grpolens.{type_name}",
+                      label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("grpolens.FlatRecord"))
+
+
+FlatRecord = _flat_messages()
+_TYPED = ("none", "boolean", "integer", "number", "text", "json")
+
+
+def _aligned(flat, n_items: int) -> bool:
+    """True when every item is one plain key and one value_json: the columns then line up item by item."""
+    return (len(flat.value_json) == n_items and len(flat.nested_key) == n_items and not flat.key
+            and not any(getattr(flat, name) for name in _TYPED))
 
 
 @dataclass
@@ -25,77 +70,69 @@ class HistoryRow:
     step: int | None
     ts_us: int | None
     keys: list[str]
-    values: list[float | None]
-    ints: list[int | None]
-    texts: list[str | None]
-    types: list[str]
+    texts: list[str]  # JSON text per value, decoded in bulk by pipeline.values
 
 
-def _decode_values(jsons: list[str]) -> list[Any]:
-    try:
-        return json.loads("[" + ",".join(jsons) + "]")
-    except ValueError:
-        out = []
-        for text in jsons:
-            try:
-                out.append(json.loads(text))
-            except ValueError:
-                out.append(_Undecodable(text))
-        return out
-
-
-class _Undecodable(str):
-    """A value_json W&B wrote that is not JSON: kept as text, typed ``invalid_json``."""
-
-
-def _media_prefixes(paths: list) -> set[tuple[str, ...]]:
-    return {p[:-1] for p in paths if type(p) is tuple and p[-1] == "_type"}
-
-
-def decode_history(history, redact: bool = False) -> HistoryRow:
-    """One history record → the values of one logged row (``_step`` and ``_timestamp`` pulled out)."""
-    paths: list = []
-    jsons: list[str] = []
-    for item in history.item:
-        nested = item.nested_key
-        if nested:
-            paths.append(nested[0] if len(nested) == 1 else tuple(nested))
-        else:
-            paths.append(item.key)
-        jsons.append(item.value_json)
-    values = _decode_values(jsons)
-    row = HistoryRow(None, None, [], [], [], [], [])
-    media = _media_prefixes(paths) if any(type(p) is tuple for p in paths) else None
-    grouped: dict[tuple[str, ...], dict] = {}
-    for path, value in zip(paths, values):
-        if type(path) is tuple:
-            prefix = _media_prefix_of(path, media)
-            if prefix is not None:
-                _set_path(grouped.setdefault(prefix, {}), path[len(prefix):], value)
-                continue
-            key = ".".join(path)
-        else:
-            key = path
-        if key == "_step":
-            row.step = int(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
-            continue
-        if key == "_timestamp" and isinstance(value, (int, float)) and math.isfinite(value):
-            row.ts_us = int(round(value * 1_000_000))
-        _append(row, key, value)
-    for prefix, obj in grouped.items():
-        _append(row, ".".join(prefix), obj)
-    if row.step is None and history.HasField("step"):
-        row.step = history.step.num
+def decode_history(record, data: bytes) -> HistoryRow:
+    """One history record (parsed ``record``, raw ``data``) → the row's keys and JSON values, ``_step`` pulled out."""
+    items = record.history.item
+    flat = FlatRecord.FromString(data).history.item
+    if _aligned(flat, len(items)) and "_type" not in flat.nested_key:
+        keys, texts = list(flat.nested_key), list(flat.value_json)
+    else:
+        keys, texts = _history_slow(items)
+    row = HistoryRow(None, None, keys, texts)
+    if "_step" in keys:
+        at = keys.index("_step")
+        keys.pop(at)
+        step_text = texts.pop(at)
+        try:
+            row.step = int(float(step_text))
+        except ValueError:
+            row.step = None
+    elif record.history.HasField("step"):
+        row.step = record.history.step.num
+    if "_timestamp" in keys:
+        try:
+            stamp = float(texts[keys.index("_timestamp")])
+            row.ts_us = int(round(stamp * 1_000_000)) if math.isfinite(stamp) else None
+        except ValueError:
+            pass
     return row
 
 
-def _media_prefix_of(path: tuple, media: set | None) -> tuple | None:
-    if not media:
-        return None
-    for cut in range(1, len(path)):
-        if path[:cut] in media:
-            return path[:cut]
-    return None
+def _history_slow(items) -> tuple[list[str], list[str]]:
+    """Items with nested keys (dicts, media objects), the older ``key`` form or typed values, one by one."""
+    paths: list[tuple[str, ...]] = []
+    texts: list[str] = []
+    for item in items:
+        paths.append(tuple(item.nested_key) if item.nested_key else (item.key,))
+        texts.append(item.value_json if item.value_json else _typed_json(item))
+    media = {p[:-1] for p in paths if len(p) > 1 and p[-1] == "_type"}
+    keys: list[str] = []
+    out: list[str] = []
+    grouped: dict[tuple[str, ...], dict] = {}
+    for path, text in zip(paths, texts):
+        prefix = next((path[:cut] for cut in range(1, len(path)) if path[:cut] in media), None)
+        if prefix is not None:
+            _set_path(grouped.setdefault(prefix, {}), path[len(prefix):], _loads(text))
+            continue
+        keys.append(".".join(path))
+        out.append(text)
+    for prefix, obj in grouped.items():
+        keys.append(".".join(prefix))
+        out.append(json_text(obj))
+    return keys, out
+
+
+def _typed_json(item) -> str:
+    """Newer writers may fill a typed field instead of value_json."""
+    which = next((name for name in _TYPED if item.HasField(name)), None) if hasattr(item, "HasField") else None
+    if which is None or which == "none":
+        return "null"
+    if which == "json":
+        return item.json
+    return json_text(getattr(item, which))
 
 
 def _set_path(obj: dict, path: tuple, value: Any) -> None:
@@ -105,66 +142,6 @@ def _set_path(obj: dict, path: tuple, value: Any) -> None:
             nxt = obj[part] = {}
         obj = nxt
     obj[path[-1]] = value
-
-
-def _append(row: HistoryRow, key: str, value: Any) -> None:
-    kind = type(value)
-    if kind is float:
-        row.keys.append(key)
-        row.values.append(value)
-        row.ints.append(None)
-        row.texts.append(None)
-        row.types.append("number")
-    elif kind is int:
-        row.keys.append(key)
-        row.values.append(float(value) if abs(value) < 1e308 else math.copysign(math.inf, value))
-        exact = INT64_MIN <= value <= INT64_MAX
-        row.ints.append(value if exact else None)
-        row.texts.append(None if exact else str(value))
-        row.types.append("number")
-    elif kind is dict:
-        if "_type" in value:
-            _append_text(row, key, json_text(value), str(value["_type"]))
-        else:
-            for sub, subvalue in value.items():  # an old-format nested dict: flatten like nested_key
-                _append(row, f"{key}.{sub}", subvalue)
-    elif kind is bool:
-        row.keys.append(key)
-        row.values.append(1.0 if value else 0.0)
-        row.ints.append(int(value))
-        row.texts.append(None)
-        row.types.append("bool")
-    elif kind is str:
-        _append_text(row, key, value, "string")
-    elif kind is _Undecodable:
-        _append_text(row, key, str(value), "invalid_json")
-    elif value is None:
-        _append_text(row, key, None, "null")
-    else:
-        _append_text(row, key, json_text(value), "list")
-
-
-def _append_text(row: HistoryRow, key: str, text: str | None, kind: str) -> None:
-    row.keys.append(key)
-    row.values.append(None)
-    row.ints.append(None)
-    row.texts.append(text)
-    row.types.append(kind)
-
-
-def json_text(value: Any) -> str:
-    """Strict JSON (DuckDB's JSON type rejects bare NaN): non-finite floats become the strings W&B shows."""
-    return json.dumps(_finite(value), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
 
 
 def redact_secrets(value: Any) -> Any:
@@ -237,24 +214,30 @@ class RunMeta:
             path = _update_path(item)
             if path[0] == "_wandb":
                 continue
-            _set_path(self.config, path, _finite(redact_secrets(_loads(item.value_json))))
+            _set_path(self.config, path, finite(redact_secrets(_loads(item.value_json))))
         for item in config.remove:
             _pop_path(self.config, _update_path(item))
 
-    def apply_summary(self, summary, pending: dict) -> None:
-        """Summary records repeat every key each step: keep the newest raw text, decode once in ``finish``."""
-        for item in summary.update:
-            path = _update_path(item)
-            if path[0] != "_wandb":
-                pending[path] = item.value_json
+    def apply_summary(self, record, data: bytes, pending: dict) -> None:
+        """Summary records repeat every key each step: keep the newest raw text, decode once in ``finish_summary``."""
+        summary = record.summary
+        flat = FlatRecord.FromString(data).summary.update
+        if _aligned(flat, len(summary.update)):
+            pending.update(zip(flat.nested_key, flat.value_json))
+        else:
+            for item in summary.update:
+                path = _update_path(item)
+                pending[path if len(path) > 1 else path[0]] = item.value_json
         for item in summary.remove:
             path = _update_path(item)
-            pending.pop(path, None)
+            pending.pop(path if len(path) > 1 else path[0], None)
             _pop_path(self.summary, path)
 
     def finish_summary(self, pending: dict) -> None:
         for path, text in pending.items():
-            _set_path(self.summary, path, _finite(redact_secrets(_loads(text))))
+            path = path if type(path) is tuple else (path,)
+            if path[0] != "_wandb":
+                _set_path(self.summary, path, finite(redact_secrets(_loads(text))))
         pending.clear()
 
     def apply_exit(self, exit_record) -> None:

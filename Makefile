@@ -1,0 +1,38 @@
+# grpolens — `make demo` on a fresh clone sets everything up and runs the main job on sample runs.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+export GRPOLENS_HOME ?= $(CURDIR)/warehouse
+export GRPOLENS_WANDB_DIRS ?= $(GRPOLENS_HOME)/demo_runs
+
+.PHONY: setup demo test ui bench manifest clean
+
+setup: $(VENV)/.installed dbt_project/target/manifest.json
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+# Dagster loads dbt assets from the manifest; `dagster asset materialize` does not parse the project itself.
+dbt_project/target/manifest.json: $(VENV)/.installed $(shell find dbt_project/models dbt_project/seeds dbt_project/macros dbt_project/tests -type f 2>/dev/null) dbt_project/dbt_project.yml
+	cd dbt_project && ../$(BIN)/dbt parse --quiet --profiles-dir .
+
+manifest: dbt_project/target/manifest.json
+
+demo: setup
+	$(BIN)/grpolens demo
+
+test: setup
+	$(BIN)/pytest
+
+ui: setup
+	$(BIN)/grpolens ui
+
+bench: setup
+	$(BIN)/python -m benchmarks.run
+
+clean:
+	rm -rf dbt_project/target dbt_project/logs .pytest_cache

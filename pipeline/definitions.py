@@ -1,0 +1,18 @@
+"""The Dagster code location: assembles assets, resources, jobs, sensors and schedules defined elsewhere."""
+
+import dagster as dg
+
+from pipeline.assets.dbt import grpolens_dbt_assets
+from pipeline.assets.ingestion import wandb_offline_lake
+from pipeline.jobs import refresh_job
+from pipeline.resources import dbt_resource, grpolens_resource
+from pipeline.schedules import refresh_schedule
+from pipeline.sensors import wandb_offline_files_sensor
+
+defs = dg.Definitions(
+    assets=[wandb_offline_lake, grpolens_dbt_assets],
+    jobs=[refresh_job],
+    sensors=[wandb_offline_files_sensor],
+    schedules=[refresh_schedule],
+    resources={"grpolens": grpolens_resource(), "dbt": dbt_resource()},
+)

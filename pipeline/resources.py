@@ -1,0 +1,38 @@
+"""Dagster resources: where grpolens keeps its data and where to look for runs, from the environment."""
+
+
+import os
+import sys
+from pathlib import Path
+
+import dagster as dg
+from dagster_dbt import DbtCliResource
+
+from pipeline.dbt_project import dbt_project
+from pipeline.settings import Settings
+
+
+class GrpolensResource(dg.ConfigurableResource):
+    """The data home (lake, warehouse) and the W&B offline folders to scan (os.pathsep-separated)."""
+
+    home: str = "warehouse"
+    wandb_dirs: str = ""
+
+    def settings(self) -> Settings:
+        return Settings.from_values(self.home, self.wandb_dirs)
+
+
+def _env(name: str, default: str) -> str | dg.EnvVar:
+    """EnvVar when the variable is set (the UI then shows where a value came from), else the default."""
+    return dg.EnvVar(name) if os.environ.get(name) else default
+
+
+def grpolens_resource() -> GrpolensResource:
+    return GrpolensResource(home=_env("GRPOLENS_HOME", "warehouse"), wandb_dirs=_env("GRPOLENS_WANDB_DIRS", ""))
+
+
+def dbt_resource() -> DbtCliResource:
+    # The dbt installed beside this interpreter, so the UI works without the venv on PATH.
+    beside = Path(sys.executable).with_name("dbt")
+    return DbtCliResource(project_dir=dbt_project, profiles_dir=str(dbt_project.project_dir),
+                          dbt_executable=str(beside) if beside.exists() else "dbt")
