@@ -105,7 +105,7 @@ def decode_batch(keys: list[str], texts: list[str]) -> tuple[dict[str, pa.Array]
     long_ints = np.flatnonzero(pc.match_substring_regex(text, _LONG_INT_TEXT).to_numpy(zero_copy_only=False)) if numeric_np.any() else []
     slow = np.flatnonzero(~numeric_np)
     mask = np.zeros(n, dtype=bool)
-    repl: list[tuple] = []
+    repl: dict[int, tuple] = {}  # replace_with_mask takes replacements in row order
     key_col = pa.array(keys, pa.string())
     drop = np.zeros(n, dtype=bool)
     extra_src: list[int] = []
@@ -114,22 +114,22 @@ def decode_batch(keys: list[str], texts: list[str]) -> tuple[dict[str, pa.Array]
         parsed = _loads(texts[i])
         if type(parsed) is int:
             mask[i] = True
-            repl.append(classify(parsed))
+            repl[int(i)] = classify(parsed)
     for i in slow:
         parsed = _loads(texts[i])
         mask[i] = True
         parts = flatten(keys[i], parsed) if type(parsed) is dict else [(keys[i], parsed)]
         if len(parts) == 1 and parts[0][0] == keys[i]:
-            repl.append(classify(parsed))
+            repl[int(i)] = classify(parsed)
             continue
-        repl.append((None, None, None, "dict"))
+        repl[int(i)] = (None, None, None, "dict")
         drop[i] = True
         for sub_key, sub_value in parts:
             extra_src.append(int(i))
             extra_rows.append((sub_key, *classify(sub_value)))
     if repl:
         m = pa.array(mask)
-        cols = list(zip(*repl))
+        cols = list(zip(*(repl[i] for i in sorted(repl))))
         value = pc.replace_with_mask(value, m, pa.array(cols[0], pa.float64()))
         value_int = pc.replace_with_mask(value_int, m, pa.array(cols[1], pa.int64()))
         value_text = pc.replace_with_mask(value_text, m, pa.array(cols[2], pa.string()))

@@ -154,6 +154,13 @@ def redact_secrets(value: Any) -> Any:
     return value
 
 
+def _clean(path: tuple[str, ...], text: str) -> Any:
+    """A config or summary value as stored: decoded, secrets redacted (by its own key or keys inside it)."""
+    if any(_SECRET_KEY.search(part) for part in path):
+        return REDACTED
+    return finite(redact_secrets(_loads(text)))
+
+
 def _update_path(item) -> tuple[str, ...]:
     return tuple(item.nested_key) if item.nested_key else (item.key,)
 
@@ -214,7 +221,7 @@ class RunMeta:
             path = _update_path(item)
             if path[0] == "_wandb":
                 continue
-            _set_path(self.config, path, finite(redact_secrets(_loads(item.value_json))))
+            _set_path(self.config, path, _clean(path, item.value_json))
         for item in config.remove:
             _pop_path(self.config, _update_path(item))
 
@@ -237,7 +244,7 @@ class RunMeta:
         for path, text in pending.items():
             path = path if type(path) is tuple else (path,)
             if path[0] != "_wandb":
-                _set_path(self.summary, path, finite(redact_secrets(_loads(text))))
+                _set_path(self.summary, path, _clean(path, text))
         pending.clear()
 
     def apply_exit(self, exit_record) -> None:

@@ -1,0 +1,48 @@
+"""Shared fixtures. dbt, DuckDB, Dagster and wandb all run for real; nothing of ours is mocked."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from pipeline.settings import DBT_PROJECT_DIR, PROJECT_ROOT, Settings
+
+REAL_RUNS = PROJECT_ROOT.parent / "shared" / "real-runs"
+LENGTH_COLLAPSE = REAL_RUNS / "wandb-binary-verl-opd-qwen2-3b-lengthcollapse"
+BIN = Path(sys.executable).parent
+
+
+def pytest_configure(config):
+    """Dagster builds dbt assets from the manifest when pipeline.definitions is imported, which happens while
+    tests are collected: parse the project first, the way `make setup` does, so the manifest is never stale."""
+    subprocess.run([str(BIN / "dbt"), "parse", "--quiet", "--profiles-dir", "."], cwd=DBT_PROJECT_DIR,
+                   env={**os.environ, "GRPOLENS_HOME": tempfile.mkdtemp(prefix="grpolens-parse-")}, check=True)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch, tmp_path):
+    """No test sees the developer's own data home, W&B folders or keys."""
+    for name in ("GRPOLENS_HOME", "GRPOLENS_WANDB_DIRS", "WANDB_ENTITY", "WANDB_API_KEY", "WANDB_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb-dir"))
+    monkeypatch.setenv("WANDB_CACHE_DIR", str(tmp_path / "wandb-cache"))
+    monkeypatch.setenv("WANDB_DATA_DIR", str(tmp_path / "wandb-data"))
+
+
+@pytest.fixture
+def home(tmp_path) -> Settings:
+    return Settings(home=tmp_path / "home")
+
+
+def grpolens(*args: str, env: dict | None = None, check: bool = False) -> subprocess.CompletedProcess:
+    """Run the installed `grpolens` command as a user would."""
+    proc = subprocess.run([str(BIN / "grpolens"), *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"grpolens {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
