@@ -18,6 +18,7 @@ from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 HISTORY_SCHEMA = pa.schema(
@@ -203,51 +204,77 @@ class IngestBusy(RuntimeError):
 
 
 class HistoryBuffer:
-    """History rows held as column lists, decoded and flushed to a PartWriter once ``max_rows`` are held.
+    """History rows buffered per logged row and decoded in bulk when ``max_rows`` values are held.
 
-    Values arrive as JSON text (see pipeline.values); a source adds one logged row at a time with ``add_row``,
-    which costs a few list extends, and the typed columns are made in bulk at flush time.
+    Values arrive as JSON text (see pipeline.values). A logged row costs two string joins here: its keys (mapped
+    through a cache to indices into one key dictionary, since most rows repeat the same keys) and its JSON texts,
+    which become Arrow strings in a single split at flush time instead of one conversion per value. Per-row facts
+    (run, step, time, file offset) are stored once per row and repeated with numpy.
     """
+
+    _MAX_CACHED_KEY_SETS = 4096
 
     def __init__(self, writer: PartWriter, ingest_id: int, max_rows: int = 100_000):
         self.writer = writer
         self.ingest_id = ingest_id
         self.max_rows = max_rows
         self.total = 0
+        self._key_ids: dict[str, int] = {}
+        self._key_sets: dict[str, np.ndarray] = {}
+        self._run_ids: dict[str, int] = {}
         self._reset()
 
     def _reset(self) -> None:
-        self.run_key: list[str] = []
-        self.step: list[int] = []
-        self.ts: list[int | None] = []
-        self.offset: list[int] = []
-        self.keys: list[str] = []
-        self.texts: list[str] = []
+        self.held = 0
+        self._rows: list[tuple[int, int, int, int, int]] = []  # run id, step, ts (us, -1 for none), offset, count
+        self._key_blocks: list[np.ndarray] = []
+        self._text_blocks: list[str] = []
 
     def add_row(self, run_key: str, step: int, ts_us: int | None, offset: int, keys: list[str], texts: list[str]) -> None:
         n = len(keys)
         if n == 0:
             return
-        self.run_key += [run_key] * n
-        self.step += [step] * n
-        self.ts += [ts_us] * n
-        self.offset += [offset] * n
-        self.keys += keys
-        self.texts += texts
-        if len(self.keys) >= self.max_rows:
+        joined = "\n".join(texts)
+        if joined.count("\n") != n - 1:  # valid JSON never holds a raw newline; escaping keeps a string's value
+            joined = "\n".join(t.replace("\n", "\\n") for t in texts)
+        run = self._run_ids.setdefault(run_key, len(self._run_ids))
+        self._rows.append((run, step, -1 if ts_us is None else ts_us, offset, n))
+        self._key_blocks.append(self._key_indices(keys))
+        self._text_blocks.append(joined)
+        self.held += n
+        if self.held >= self.max_rows:
             self.flush()
+
+    def _key_indices(self, keys: list[str]) -> np.ndarray:
+        signature = "\n".join(keys)
+        cached = self._key_sets.get(signature)
+        if cached is None or len(cached) != len(keys):
+            ids = self._key_ids
+            cached = np.fromiter((ids.setdefault(k, len(ids)) for k in keys), dtype=np.int32, count=len(keys))
+            if len(self._key_sets) >= self._MAX_CACHED_KEY_SETS:
+                self._key_sets.clear()
+            self._key_sets[signature] = cached
+        return cached
 
     def flush(self) -> None:
         from pipeline.values import decode_batch
 
-        if not self.keys:
+        if not self._rows:
             return
-        columns, source_rows = decode_batch(self.keys, self.texts)
+        rows = np.array(self._rows, dtype=np.int64)
+        counts = rows[:, 4]
+        texts = pc.split_pattern(pa.array(["\n".join(self._text_blocks)], pa.large_string()), "\n").flatten()
+        texts = texts.cast(pa.string())
+        key_names = pa.array(list(self._key_ids), pa.string())
+        keys = key_names.take(pa.array(np.concatenate(self._key_blocks)))
+        columns, source_rows = decode_batch(keys, texts)
+        run_names = pa.array(list(self._run_ids), pa.string())
+        ts = np.repeat(rows[:, 2], counts)
         per_row = [
-            pa.array(self.run_key, pa.string()),
-            pa.array(self.step, pa.int64()),
-            pa.array(self.ts, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-            pa.array(self.offset, pa.int64()),
+            run_names.take(pa.array(np.repeat(rows[:, 0], counts))),
+            pa.array(np.repeat(rows[:, 1], counts)),
+            pa.array(ts, mask=ts < 0).cast(pa.timestamp("us", tz="UTC")),
+            pa.array(np.repeat(rows[:, 3], counts)),
         ]
         if source_rows is not None:
             take = pa.array(source_rows)

@@ -80,13 +80,12 @@ def flatten(key: str, value: Any) -> list[tuple[str, Any]]:
     return [(key, value)]
 
 
-def decode_batch(keys: list[str], texts: list[str]) -> tuple[dict[str, pa.Array], np.ndarray | None]:
+def decode_batch(keys: pa.Array, text: pa.Array) -> tuple[dict[str, pa.Array], np.ndarray | None]:
     """Decode parallel lists of keys and JSON texts into the typed history columns.
 
     Returns the columns and, when nested dicts expanded into several rows or rows were dropped, the index of the
     input row each output row came from (None when output rows are the input rows).
     """
-    text = pa.array(texts, pa.string())
     n = len(text)
     numeric = pc.fill_null(pc.is_in(pc.utf8_slice_codeunits(text, 0, 1), value_set=_NUMBER_START), False)
     try:
@@ -106,20 +105,21 @@ def decode_batch(keys: list[str], texts: list[str]) -> tuple[dict[str, pa.Array]
     slow = np.flatnonzero(~numeric_np)
     mask = np.zeros(n, dtype=bool)
     repl: dict[int, tuple] = {}  # replace_with_mask takes replacements in row order
-    key_col = pa.array(keys, pa.string())
+    key_col = keys
     drop = np.zeros(n, dtype=bool)
     extra_src: list[int] = []
     extra_rows: list[tuple] = []
     for i in long_ints:
-        parsed = _loads(texts[i])
+        parsed = _loads(text[int(i)].as_py())
         if type(parsed) is int:
             mask[i] = True
             repl[int(i)] = classify(parsed)
     for i in slow:
-        parsed = _loads(texts[i])
+        key = keys[int(i)].as_py()
+        parsed = _loads(text[int(i)].as_py())
         mask[i] = True
-        parts = flatten(keys[i], parsed) if type(parsed) is dict else [(keys[i], parsed)]
-        if len(parts) == 1 and parts[0][0] == keys[i]:
+        parts = flatten(key, parsed) if type(parsed) is dict else [(key, parsed)]
+        if len(parts) == 1 and parts[0][0] == key:
             repl[int(i)] = classify(parsed)
             continue
         repl[int(i)] = (None, None, None, "dict")

@@ -54,7 +54,7 @@ def _lock_message(settings: Settings, exc: Exception) -> str:
     return f"the warehouse {settings.duckdb_path} is locked by another writer{who}; try again when it finishes"
 
 
-def wait_for_write_lock(settings: Settings, retries: int = 10, wait: float = 0.5) -> None:
+def wait_for_write_lock(settings: Settings, retries: int = 5, wait: float = 0.5) -> None:
     """dbt would fail deep inside with the lock error; find out first, and wait a little for a build to finish."""
     import duckdb
 

@@ -61,26 +61,29 @@ def ingest_process(lake, runs, delay=None):
 
 
 def test_kill_anywhere_then_rerun_loses_and_doubles_nothing(tmp_path, runs):
-    _, duration = ingest_process(tmp_path / "timing", runs)  # how long a whole ingest takes here, now
-    lake = tmp_path / "lake"
-    rng = random.Random(5)
-    kills = completions = 0
-    for attempt in range(10):
-        # Kill moments spread over the whole ingest, commit and cursor save included.
-        killed, _ = ingest_process(lake, runs, delay=rng.uniform(0.0, 1.3 * duration))
-        kills += killed
-        if not killed:
-            completions += 1  # give the next attempts something new to read
-            write_run(runs, [{"late": float(i)} for i in range(50)], run_id=f"late{attempt:04d}")
-        # Whatever moment it died at, the lake stays readable: no half-written part is visible.
-        if any(lake.rglob("part-*.parquet")):
-            deduplicated(lake)
-    assert kills >= 3
-    ingest_process(lake, runs)
     clean = wandb_offline.ingest(tmp_path / "clean", [runs])
-    assert clean.values == 3 * 1500 * 102 + completions * 50 * 3  # each row also has _runtime and _timestamp
-    got = deduplicated(lake)
-    assert len(got) == clean.values
-    assert sorted(got) == sorted(deduplicated(tmp_path / "clean"))
-    # And a further ingest finds every cursor exactly at the end: nothing to do.
-    assert not wandb_offline.ingest(lake, [runs]).changed
+    assert clean.values == 3 * 1500 * 102  # each row also has _runtime and _timestamp
+    expected = sorted(deduplicated(tmp_path / "clean"))
+    _, duration = ingest_process(tmp_path / "timing", runs)  # how long a whole ingest takes here, now
+
+    def verify(lake):
+        got = deduplicated(lake)
+        assert len(got) == clean.values and sorted(got) == expected
+        assert not wandb_offline.ingest(lake, [runs]).changed  # every cursor sits exactly at the end
+
+    rng = random.Random(5)
+    kills, lakes = 0, 0
+    lake = tmp_path / "lake-0"
+    for _ in range(10):
+        # Kill moments spread over the whole ingest, its commits and the cursor save at the very end included.
+        killed, _ = ingest_process(lake, runs, delay=rng.uniform(0.02, 1.0) * duration)
+        kills += killed
+        if any(lake.rglob("part-*.parquet")):
+            deduplicated(lake)  # whatever moment it died at, the lake stays readable
+        if not killed:  # this attempt finished after earlier ones were killed: check it, then start over
+            verify(lake)
+            lakes += 1
+            lake = tmp_path / f"lake-{lakes}"
+    assert kills >= 5
+    ingest_process(lake, runs)
+    verify(lake)

@@ -24,7 +24,7 @@ from wandb.proto import wandb_internal_pb2 as pb
 
 from pipeline import lake
 from pipeline.sources import wandb_log
-from pipeline.sources.wandb_records import RunMeta, decode_history
+from pipeline.sources.wandb_records import RunMeta, decode_history, peek_kind
 from pipeline.values import json_text
 
 SOURCE = "wandb_offline"
@@ -195,18 +195,23 @@ class OfflineIngest:
                 wandb_log.check_header(fh)
                 for offset, data in wandb_log.read_records(fh, start, result):
                     report.records += 1
+                    kind = peek_kind(data)
                     try:
-                        record = pb.Record.FromString(data)  # a fresh message: upb arenas only grow while one lives
+                        if kind is None:
+                            record = pb.Record.FromString(data)  # a fresh message: upb arenas only grow while one lives
+                            kind = record.WhichOneof("record_type")
+                        elif kind == "history":
+                            row = decode_history(data)
+                        elif meta is not None:
+                            meta.apply_summary(data, summary_pending)
                     except Exception as exc:  # protobuf's DecodeError; any bad record is skipped, not fatal
                         report.issues.append(FileIssue(str(path), offset, len(data), "decode", f"record not decodable: {exc}"))
                         continue
-                    kind = record.WhichOneof("record_type")
                     if kind == "history":
                         if meta is None:
                             report.issues.append(FileIssue(str(path), offset, len(data), "orphan_history",
                                                            "history record before any run record"))
                             continue
-                        row = decode_history(record, data)
                         if row.step is None:
                             report.issues.append(FileIssue(str(path), offset, len(data), "no_step", "history row without _step"))
                             continue
@@ -231,7 +236,7 @@ class OfflineIngest:
                     elif meta is None:
                         continue
                     elif kind == "summary":
-                        meta.apply_summary(record, data, summary_pending)
+                        pass  # applied above, without a second parse
                     elif kind == "config":
                         meta.apply_config(record.config)
                     elif kind == "exit":

@@ -59,10 +59,35 @@ FlatRecord = _flat_messages()
 _TYPED = ("none", "boolean", "integer", "number", "text", "json")
 
 
-def _aligned(flat, n_items: int) -> bool:
-    """True when every item is one plain key and one value_json: the columns then line up item by item."""
-    return (len(flat.value_json) == n_items and len(flat.nested_key) == n_items and not flat.key
+def _aligned(flat) -> bool:
+    """True when every item is one plain nested key and one value_json, so the two columns line up item by item.
+
+    An item with a nested path (a dict or media object) adds nested keys without adding values; the older ``key``
+    form and typed values have their own fields: all of these take the item-by-item path.
+    """
+    return (len(flat.value_json) == len(flat.nested_key) and not flat.key
             and not any(getattr(flat, name) for name in _TYPED))
+
+
+def _wire_tag(field) -> bytes:
+    return bytes([(field.number << 3) | 2])  # length-delimited; both field numbers are below 16
+
+
+_NUM_TAG = bytes([(pb.Record.DESCRIPTOR.fields_by_name["num"].number << 3) | 0])
+_FAST_KINDS = {_wire_tag(pb.Record.DESCRIPTOR.fields_by_name[name]): name for name in ("history", "summary")}
+
+
+def peek_kind(data: bytes) -> str | None:
+    """'history' or 'summary' when the record's first field after ``num`` says so (wandb writes fields in number
+    order); None means: parse the record with wandb's class to find out. Saves a second parse of the two kinds
+    that make up most of a file."""
+    i = 0
+    if data[:1] == _NUM_TAG:
+        i = 1
+        while i < len(data) and data[i] & 0x80:
+            i += 1
+        i += 1
+    return _FAST_KINDS.get(data[i:i + 1])
 
 
 @dataclass
@@ -73,14 +98,15 @@ class HistoryRow:
     texts: list[str]  # JSON text per value, decoded in bulk by pipeline.values
 
 
-def decode_history(record, data: bytes) -> HistoryRow:
-    """One history record (parsed ``record``, raw ``data``) → the row's keys and JSON values, ``_step`` pulled out."""
-    items = record.history.item
+def decode_history(data: bytes) -> HistoryRow:
+    """One history record's bytes → the row's keys and JSON values, ``_step`` pulled out."""
     flat = FlatRecord.FromString(data).history.item
-    if _aligned(flat, len(items)) and "_type" not in flat.nested_key:
+    record = None
+    if _aligned(flat):
         keys, texts = list(flat.nested_key), list(flat.value_json)
     else:
-        keys, texts = _history_slow(items)
+        record = pb.Record.FromString(data)
+        keys, texts = _history_slow(record.history.item)
     row = HistoryRow(None, None, keys, texts)
     if "_step" in keys:
         at = keys.index("_step")
@@ -90,8 +116,10 @@ def decode_history(record, data: bytes) -> HistoryRow:
             row.step = int(float(step_text))
         except ValueError:
             row.step = None
-    elif record.history.HasField("step"):
-        row.step = record.history.step.num
+    else:
+        record = record or pb.Record.FromString(data)
+        if record.history.HasField("step"):
+            row.step = record.history.step.num
     if "_timestamp" in keys:
         try:
             stamp = float(texts[keys.index("_timestamp")])
@@ -225,25 +253,30 @@ class RunMeta:
         for item in config.remove:
             _pop_path(self.config, _update_path(item))
 
-    def apply_summary(self, record, data: bytes, pending: dict) -> None:
-        """Summary records repeat every key each step: keep the newest raw text, decode once in ``finish_summary``."""
-        summary = record.summary
-        flat = FlatRecord.FromString(data).summary.update
-        if _aligned(flat, len(summary.update)):
-            pending.update(zip(flat.nested_key, flat.value_json))
-        else:
-            for item in summary.update:
-                path = _update_path(item)
-                pending[path if len(path) > 1 else path[0]] = item.value_json
+    def apply_summary(self, data: bytes, pending: dict) -> None:
+        """Summary records restate most keys every step (in no fixed order): keep only the newest raw text per
+        key, decoded once in ``finish_summary``. A plain key is held as a string, a nested path as a tuple."""
+        flat = FlatRecord.FromString(data).summary
+        update, remove = flat.update, flat.remove
+        if _aligned(update) and not remove.nested_key and not remove.key:
+            pending.update(zip(update.nested_key, update.value_json))
+            return
+        summary = pb.Record.FromString(data).summary
+        for item in summary.update:
+            path = _update_path(item)
+            pending[path if len(path) > 1 else path[0]] = item.value_json
         for item in summary.remove:
             path = _update_path(item)
-            pending.pop(path if len(path) > 1 else path[0], None)
-            _pop_path(self.summary, path)
+            pending[path if len(path) > 1 else path[0]] = None
 
     def finish_summary(self, pending: dict) -> None:
-        for path, text in pending.items():
-            path = path if type(path) is tuple else (path,)
-            if path[0] != "_wandb":
+        for entry, text in pending.items():
+            path = (entry,) if type(entry) is str else entry
+            if path[0] == "_wandb":
+                continue
+            if text is None:
+                _pop_path(self.summary, path)
+            else:
                 _set_path(self.summary, path, _clean(path, text))
         pending.clear()
 

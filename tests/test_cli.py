@@ -1,0 +1,70 @@
+"""The `grpolens` command as a user runs it: one clear line on failure, read-only SQL, cheap no-op refresh."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import LENGTH_COLLAPSE, grpolens
+
+
+@pytest.fixture(scope="module")
+def refreshed(tmp_path_factory):
+    env = {"GRPOLENS_HOME": str(tmp_path_factory.mktemp("home")), "GRPOLENS_WANDB_DIRS": str(LENGTH_COLLAPSE)}
+    first = grpolens("refresh", env=env, check=True)
+    return env, first
+
+
+def test_refresh_ingests_and_builds_then_does_nothing_when_nothing_is_new(refreshed):
+    env, first = refreshed
+    assert "5650 values" in first.stderr and "dbt build" in first.stderr
+    again = grpolens("refresh", env=env, check=True)
+    assert "0 read" in again.stderr and "up to date" in again.stderr and "dbt build" not in again.stderr
+
+
+def test_sql_reads_and_refuses_to_write(refreshed):
+    env, _ = refreshed
+    out = grpolens("sql", "select count(*) as n from history", "--format", "csv", env=env, check=True)
+    assert out.stdout.splitlines() == ["n", "5650"]
+    denied = grpolens("sql", "delete from history", env=env)
+    assert denied.returncode == 1
+    assert denied.stderr.startswith("grpolens sql: query failed:") and "read-only" in denied.stderr
+    assert "Traceback" not in denied.stderr
+    assert grpolens("sql", "select count(*) from history", "--format", "csv", env=env).stdout.splitlines()[1] == "5650"
+
+
+HOLD_LOCK = """
+import duckdb, sys, time
+con = duckdb.connect(sys.argv[1])
+print("locked", flush=True)
+time.sleep(60)
+"""
+
+
+def test_locked_warehouse_is_one_clear_line(refreshed):
+    env, _ = refreshed
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, f"{env['GRPOLENS_HOME']}/grpolens.duckdb"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        read = grpolens("sql", "select 1", env=env)
+        build = grpolens("build", env=env)
+    finally:
+        holder.kill()
+        holder.wait()
+    for proc in (read, build):
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr
+        assert "is locked by another writer" in proc.stderr and f"process {holder.pid}" in proc.stderr
+
+
+def test_unconfigured_source_is_skipped_with_one_line(tmp_path):
+    out = grpolens("ingest", env={"GRPOLENS_HOME": str(tmp_path)}, check=True)
+    assert out.stderr.strip() == "wandb offline: skipped: GRPOLENS_WANDB_DIRS is not set"
+
+
+def test_help_everywhere():
+    for command in ([], ["ingest"], ["build"], ["refresh"], ["sql"], ["demo"], ["ui"]):
+        out = grpolens(*command, "--help")
+        assert out.returncode == 0 and "usage: grpolens" in out.stdout
