@@ -17,8 +17,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 _NUMBER_START = pa.array(list("-0123456789NI"))
-_INT64_TEXT = r"^-?[0-9]{1,18}$"  # at most 18 digits always fits int64; longer integers are checked one by one
-_LONG_INT_TEXT = r"^-?[0-9]{19,}$"
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -87,21 +85,27 @@ def decode_batch(keys: pa.Array, text: pa.Array) -> tuple[dict[str, pa.Array], n
     input row each output row came from (None when output rows are the input rows).
     """
     n = len(text)
-    numeric = pc.fill_null(pc.is_in(pc.utf8_slice_codeunits(text, 0, 1), value_set=_NUMBER_START), False)
-    try:
-        as_number = pc.if_else(numeric, text, "0")
-        value = pc.cast(as_number, pa.float64())
-        is_int = pc.match_substring_regex(as_number, _INT64_TEXT)
-        value_int = pc.if_else(is_int, pc.cast(pc.if_else(is_int, as_number, "0"), pa.int64()), pa.scalar(None, pa.int64()))
+    try:  # the common case: every value in the batch is a number
+        value = pc.cast(text, pa.float64())
+        numeric_np = np.ones(n, dtype=bool)
+        as_number = text
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        numeric = pa.array(np.zeros(n, dtype=bool))  # something number-like is not a number: decode all in Python
-        is_int = numeric
-        value = pa.nulls(n, pa.float64())
-        value_int = pa.nulls(n, pa.int64())
-    numeric_np = numeric.to_numpy(zero_copy_only=False)
+        numeric = pc.fill_null(pc.is_in(pc.utf8_slice_codeunits(text, 0, 1), value_set=_NUMBER_START), False)
+        as_number = pc.if_else(numeric, text, "0")
+        try:
+            value = pc.cast(as_number, pa.float64())
+            numeric_np = numeric.to_numpy(zero_copy_only=False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # number-like but not a number: all in Python
+            value = pa.nulls(n, pa.float64())
+            numeric_np = np.zeros(n, dtype=bool)
+            as_number = pa.repeat(pa.scalar(""), n)
+    digits = pc.ascii_is_decimal(pc.ascii_ltrim(as_number, "-"))
+    short = pc.less_equal(pc.binary_length(as_number), 18)  # at most 18 characters always fits int64
+    is_int = pc.and_(digits, short)
+    value_int = pc.if_else(is_int, pc.cast(pc.if_else(is_int, as_number, "0"), pa.int64()), pa.scalar(None, pa.int64()))
     value_text = pa.nulls(n, pa.string())
     value_type = pa.repeat(pa.scalar("number"), n)
-    long_ints = np.flatnonzero(pc.match_substring_regex(text, _LONG_INT_TEXT).to_numpy(zero_copy_only=False)) if numeric_np.any() else []
+    long_ints = np.flatnonzero(pc.and_(digits, pc.invert(short)).to_numpy(zero_copy_only=False))
     slow = np.flatnonzero(~numeric_np)
     mask = np.zeros(n, dtype=bool)
     repl: dict[int, tuple] = {}  # replace_with_mask takes replacements in row order

@@ -69,3 +69,15 @@ def test_elo_ratings_are_the_last_known_league_rating(demo):
     for step, value, best in gap:
         checkpoints = {p: r for (s, p), r in expected.items() if s == step and p.startswith(f"{name}_adapter_v")}
         assert best in checkpoints and math.isclose(value, max(checkpoints.values()) - expected[(step, "base_model")])
+
+
+def test_every_question_file_runs_and_answers(demo):
+    from pipeline.settings import SQL_DIR
+
+    settings, _ = demo
+    questions = sorted((SQL_DIR / "questions").glob("*.sql"))
+    assert questions
+    for path in questions:
+        out = grpolens("sql", "--file", str(path), "--format", "csv", env={"GRPOLENS_HOME": str(settings.home)})
+        assert out.returncode == 0, (path.name, out.stderr)
+        assert len(out.stdout.splitlines()) >= 3, path.name  # a header and at least two runs' rows

@@ -1,32 +1,14 @@
+-- One row per run; the JSON columns typed as JSON for DuckDB's json functions (config->>'$.learning_rate').
 with runs as (
     select * from {{ ref('stg_lake__runs') }}
 ),
 
 final as (
-    select
-        run_key,
-        source,
-        origin,
-        entity,
-        project,
-        run_id,
-        name,
-        state,
-        exit_code,
-        tags,
-        group_name,
-        job_type,
-        sweep_id,
-        created_at,
-        heartbeat_at,
+    select * exclude (ingest_id) replace (
         config::json as config,
         summary::json as summary,
-        last_step,
-        history_rows,
-        wandb_version,
-        source_files,
-        step_offsets::json as step_offsets,
-        ingested_at
+        step_offsets::json as step_offsets
+    )
     from runs
 )
 
