@@ -88,6 +88,8 @@ def cmd_demo(args, settings: Settings) -> int:
 
 def cmd_ui(args, settings: Settings) -> int:
     settings.export()
+    # dagster dev re-parses the dbt project with the `dbt` on PATH: make it this environment's.
+    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
     os.environ.setdefault("DAGSTER_HOME", str(settings.home / "dagster"))
     Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
     dagster = Path(sys.executable).with_name("dagster")
