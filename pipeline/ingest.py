@@ -30,6 +30,3 @@ def ingest(settings: Settings, sources: tuple[str, ...] = SOURCES,
             raise ValueError(f"unknown source {name!r}; known: {', '.join(SOURCES)}")
     return reports
 
-
-def changed(reports: dict[str, object]) -> bool:
-    return any(getattr(r, "changed", False) for r in reports.values())

@@ -199,7 +199,7 @@ def ingest_lock(lake_root: Path, source: str) -> Iterator[None]:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise IngestBusy(f"another ingest of {source} is running (lock {lock_path}); try again when it ends")
+            raise IngestBusy(f"another ingest of {source} is running (lock {lock_path}); try again when it ends") from None
         try:
             yield
         finally:
