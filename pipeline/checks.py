@@ -1,0 +1,166 @@
+"""Training-health checks: one SQL file per rule in sql/checks/, run against the warehouse.
+
+A check file starts with a header of `--` lines that the runner reads:
+
+    -- kl_spike: KL jumps far above the run's own recent baseline.
+    -- severity: error                 default severity of its rows (a row may set its own)
+    -- reads: metrics                  warehouse tables it reads; the first is the Dagster asset it checks
+    -- requires: kl                    canonical metrics a run must have for the check to apply to it
+    -- param mad_factor = 6            a threshold, bound as the DuckDB parameter $mad_factor
+
+and then one SELECT returning rows shaped like `anomalies` (ANOMALY_COLUMNS). Thresholds are real query
+parameters, never pasted into the SQL text, and `grpolens.yaml` may override them per check.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.settings import SQL_DIR
+
+ANOMALY_COLUMNS = ("run_key", "check_name", "severity", "step", "step_end", "metric", "value", "threshold", "message")
+SEVERITIES = ("info", "warn", "error")
+_HEADER = re.compile(r"^--\s*(?P<key>[a-z_]+)\s*:\s*(?P<value>.*)$")
+_PARAM = re.compile(r"^--\s*param\s+(?P<name>[a-z_][a-z0-9_]*)\s*=\s*(?P<value>[^\s]+)\s*(?:--\s*(?P<doc>.*))?$")
+
+
+class CheckError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    description: str
+    severity: str
+    reads: tuple[str, ...]
+    requires: tuple[str, ...]
+    params: dict[str, Any]
+    param_docs: dict[str, str]
+    sql: str
+    path: Path
+
+    def bound(self, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+        params = dict(self.params)
+        for key, value in (overrides or {}).items():
+            if key not in params:
+                raise CheckError(f"{self.name}: unknown parameter {key!r} (known: {', '.join(sorted(params))})")
+            params[key] = value
+        return params
+
+
+def _number(text: str) -> Any:
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text.strip("'\"")
+
+
+def parse_check(path: Path) -> Check:
+    text = path.read_text(encoding="utf-8")
+    name, description, severity, reads, requires = path.stem, "", "warn", (), ()
+    params: dict[str, Any] = {}
+    docs: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.startswith("--"):
+            if line.strip():
+                break
+            continue
+        if param := _PARAM.match(line):
+            params[param["name"]] = _number(param["value"])
+            docs[param["name"]] = (param["doc"] or "").strip()
+        elif line.startswith(f"-- {path.stem}:"):
+            description = line.split(":", 1)[1].strip()
+        elif header := _HEADER.match(line):
+            key, value = header["key"], header["value"].strip()
+            if key == "severity":
+                severity = value
+            elif key == "reads":
+                reads = tuple(v.strip() for v in value.split(",") if v.strip())
+            elif key == "requires":
+                requires = tuple(v.strip() for v in value.split(",") if v.strip())
+    if severity not in SEVERITIES:
+        raise CheckError(f"{path.name}: severity must be one of {SEVERITIES}, not {severity!r}")
+    if not reads:
+        raise CheckError(f"{path.name}: the header must say which tables it reads (-- reads: ...)")
+    return Check(name, description, severity, reads, requires, params, docs, text, path)
+
+
+def load_checks(directory: Path = SQL_DIR / "checks") -> list[Check]:
+    return [parse_check(path) for path in sorted(Path(directory).glob("*.sql"))]
+
+
+@dataclass
+class CheckOutcome:
+    check: Check
+    rows: list[dict] = field(default_factory=list)
+    error: str | None = None
+
+
+def run_check(con, check: Check, overrides: dict[str, Any] | None = None, run_key: str | None = None) -> CheckOutcome:
+    """Run one check on an open (read-only is enough) DuckDB connection; a failing query is an outcome, not a crash."""
+    outcome = CheckOutcome(check)
+    try:
+        params = check.bound(overrides)
+        used = {name: value for name, value in params.items() if f"${name}" in check.sql}
+        relation = con.execute(f"select * from ({check.sql.rstrip().rstrip(';')}) as found", used)
+        columns = [d[0] for d in relation.description]
+        missing = [c for c in ANOMALY_COLUMNS if c not in columns]
+        if missing:
+            raise CheckError(f"result lacks columns {missing}")
+        for values in relation.fetchall():
+            row = dict(zip(columns, values))
+            if run_key is not None and row["run_key"] != run_key:
+                continue
+            row["check_name"] = check.name
+            row["severity"] = row["severity"] or check.severity
+            outcome.rows.append({c: row[c] for c in ANOMALY_COLUMNS})
+    except Exception as exc:  # duckdb.Error and CheckError: reported per check
+        outcome.error = str(exc).splitlines()[0]
+    return outcome
+
+
+def run_checks(con, checks: list[Check], overrides: dict[str, dict] | None = None,
+               run_key: str | None = None) -> list[CheckOutcome]:
+    overrides = overrides or {}
+    return [run_check(con, check, overrides.get(check.name), run_key) for check in checks]
+
+
+def not_applicable(con, checks: list[Check]) -> list[tuple[str, str, str]]:
+    """(check, run_key, reason) for every run that lacks a canonical metric a check requires."""
+    out = []
+    runs = [r for (r,) in con.sql("select run_key from runs order by run_key").fetchall()]
+    have: dict[str, set[str]] = {r: set() for r in runs}
+    for run, metric in con.sql("select distinct run_key, metric from metrics").fetchall():
+        have.setdefault(run, set()).add(metric)
+    for check in checks:
+        for run in runs:
+            lacking = [m for m in check.requires if m not in have.get(run, set())]
+            if lacking:
+                out.append((check.name, run, f"no {', '.join(lacking)} logged"))
+    return out
+
+
+ANOMALIES_DDL = """
+create or replace table anomalies (
+    run_key varchar, check_name varchar, severity varchar, step bigint, step_end bigint,
+    metric varchar, value double, threshold double, message varchar
+)
+"""
+
+
+def write_anomalies(con, outcomes: list[CheckOutcome]) -> int:
+    """Replace the `anomalies` table with what the checks found (a write connection)."""
+    rows = [tuple(row[c] for c in ANOMALY_COLUMNS) for outcome in outcomes for row in outcome.rows]
+    con.execute("begin")
+    con.execute(ANOMALIES_DDL)
+    if rows:
+        con.executemany(f"insert into anomalies values ({', '.join('?' * len(ANOMALY_COLUMNS))})", rows)
+    con.execute("commit")
+    return len(rows)
