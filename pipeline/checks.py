@@ -164,3 +164,35 @@ def write_anomalies(con, outcomes: list[CheckOutcome]) -> int:
         con.executemany(f"insert into anomalies values ({', '.join('?' * len(ANOMALY_COLUMNS))})", rows)
     con.execute("commit")
     return len(rows)
+
+
+def check_overrides(settings) -> dict[str, dict]:
+    """Per-check parameter overrides from grpolens.yaml (`checks: {kl_spike: {min_kl: 0.3}}`)."""
+    section = settings.load_config().get("checks") or {}
+    if not isinstance(section, dict):
+        raise CheckError("grpolens.yaml: `checks` must map check names to their parameters")
+    known = {check.name for check in load_checks()}
+    unknown = sorted(set(section) - known)
+    if unknown:
+        raise CheckError(f"grpolens.yaml names unknown checks: {', '.join(unknown)}")
+    return section
+
+
+def check_warehouse(settings, run_key: str | None = None, persist: bool = True) -> list[CheckOutcome]:
+    """Run every check on the warehouse; with ``persist`` (and no run filter) replace the `anomalies` table."""
+    from pipeline import warehouse
+
+    checks = load_checks()
+    overrides = check_overrides(settings)
+    con = warehouse.connect_readonly(settings)
+    try:
+        outcomes = run_checks(con, checks, overrides, run_key)
+    finally:
+        con.close()
+    if persist and run_key is None:
+        con = warehouse.connect_write(settings)
+        try:
+            write_anomalies(con, outcomes)
+        finally:
+            con.close()
+    return outcomes

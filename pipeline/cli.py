@@ -38,13 +38,87 @@ def cmd_refresh(args, settings: Settings) -> int:
     from pipeline import warehouse
     from pipeline.ingest import SOURCES, ingest
 
+    from pipeline.checks import check_warehouse
+
     ingest(settings, SOURCES, progress=_say)
     if warehouse.is_up_to_date(settings) and not args.force:
-        _say(f"warehouse {settings.duckdb_path} is up to date: nothing new to build")
+        _say(f"warehouse {settings.duckdb_path} is up to date: nothing new to build or check")
         return 0
-    warehouse.build(settings, progress=_say, verbose=args.verbose)
-    _say(f"warehouse built at {settings.duckdb_path}")
+    warehouse.build(settings, progress=_say, verbose=args.verbose, stamp=False)
+    outcomes = check_warehouse(settings)
+    warehouse.stamp_build(settings)
+    found = [row for outcome in outcomes for row in outcome.rows]
+    errors = sum(r["severity"] == "error" for r in found)
+    _say(f"warehouse built at {settings.duckdb_path}; checks flagged {len(found)} anomalies ({errors} errors): "
+         "`grpolens check` lists them")
+    for outcome in outcomes:
+        if outcome.error:
+            _say(f"check {outcome.check.name} could not run: {outcome.error}")
     return 0
+
+
+def _resolve_run(settings: Settings, run: str) -> str:
+    """A run given as its run_key, run id or name (a name must be unambiguous)."""
+    from pipeline import warehouse
+
+    con = warehouse.connect_readonly(settings)
+    try:
+        found = con.execute("select run_key, name from runs where run_key = $r or run_id = $r or name = $r",
+                            {"r": run}).fetchall()
+    finally:
+        con.close()
+    if not found:
+        raise UserError(f"no run {run!r} in the warehouse (give a run_key, run id or name)")
+    if len(found) > 1:
+        raise UserError(f"{run!r} names {len(found)} runs; use one of: " + ", ".join(k for k, _ in found))
+    return found[0][0]
+
+
+def cmd_check(args, settings: Settings) -> int:
+    import json
+
+    from pipeline import checks as checks_mod
+    from pipeline import warehouse
+
+    run_key = _resolve_run(settings, args.run) if args.run else None
+    try:
+        outcomes = checks_mod.check_warehouse(settings, run_key, persist=run_key is None)
+    except checks_mod.CheckError as exc:
+        raise UserError(str(exc)) from None
+    rows = [row for outcome in outcomes for row in outcome.rows]
+    rows.sort(key=lambda r: (r["run_key"], -checks_mod.SEVERITIES.index(r["severity"]), r["step"] or 0))
+    if args.format == "json":
+        print(json.dumps(rows, default=str, indent=1))
+    else:
+        con = warehouse.connect_readonly(settings)
+        try:
+            names = dict(con.sql("select run_key, name from runs").fetchall())
+        finally:
+            con.close()
+        for row in rows:
+            end = f"-{row['step_end']}" if row["step_end"] is not None else "+"
+            run = f"{names.get(row['run_key'], '?')} ({row['run_key']})"
+            print(f"{row['severity'].upper():<5} {row['check_name']:<28} {run}  step {row['step']}{end}")
+            print(f"      {row['message']}")
+        counts = {sev: sum(r["severity"] == sev for r in rows) for sev in checks_mod.SEVERITIES}
+        _say(f"{len(outcomes)} checks: {counts['error']} errors, {counts['warn']} warnings, {counts['info']} info")
+    for outcome in outcomes:
+        if outcome.error:
+            _say(f"check {outcome.check.name} could not run: {outcome.error}")
+    if args.explain:
+        con = warehouse.connect_readonly(settings)
+        try:
+            lacking = checks_mod.not_applicable(con, [o.check for o in outcomes])
+        finally:
+            con.close()
+        for name, run, reason in lacking:
+            if run_key is None or run == run_key:
+                _say(f"not applicable: {name} for {run}: {reason}")
+    if args.fail_on:
+        worst = checks_mod.SEVERITIES.index(args.fail_on)
+        if any(checks_mod.SEVERITIES.index(r["severity"]) >= worst for r in rows):
+            return 2
+    return 1 if any(o.error for o in outcomes) else 0
 
 
 def cmd_sql(args, settings: Settings) -> int:
@@ -113,10 +187,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verbose", action="store_true", help="show dbt's own output")
     p.set_defaults(func=cmd_build)
 
-    p = sub.add_parser("refresh", help="ingest, then build if anything changed")
+    p = sub.add_parser("refresh", help="ingest, then build and check if anything changed")
     p.add_argument("--force", action="store_true", help="build even when nothing new was ingested")
     p.add_argument("--verbose", action="store_true", help="show dbt's own output")
     p.set_defaults(func=cmd_refresh)
+
+    p = sub.add_parser("check", help="run the training-health checks and list what they flag")
+    p.add_argument("--run", help="only this run (run_key, run id or name); the anomalies table is left as is")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("--fail-on", choices=["info", "warn", "error"],
+                   help="exit with status 2 when anything this severe or worse is flagged (for a training job's CI)")
+    p.add_argument("--explain", action="store_true", help="also say which checks could not apply to which runs, and why")
+    p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("sql", help="run a read-only SQL query against the warehouse")
     p.add_argument("query", nargs="?", help="SQL text")

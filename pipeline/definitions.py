@@ -3,6 +3,7 @@
 import dagster as dg
 
 from pipeline.assets.dbt import grpolens_dbt_assets
+from pipeline.assets.health import anomalies, health_checks
 from pipeline.assets.ingestion import wandb_offline_lake
 from pipeline.jobs import refresh_job
 from pipeline.resources import dbt_resource, grpolens_resource
@@ -10,9 +11,12 @@ from pipeline.schedules import refresh_schedule
 from pipeline.sensors import wandb_offline_files_sensor
 
 defs = dg.Definitions(
-    assets=[wandb_offline_lake, grpolens_dbt_assets],
+    assets=[wandb_offline_lake, grpolens_dbt_assets, anomalies],
+    asset_checks=health_checks,
     jobs=[refresh_job],
     sensors=[wandb_offline_files_sensor],
     schedules=[refresh_schedule],
     resources={"grpolens": grpolens_resource(), "dbt": dbt_resource()},
+    # One process: DuckDB admits one writer, and the steps of a refresh are sequential anyway.
+    executor=dg.in_process_executor,
 )

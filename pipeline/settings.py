@@ -41,6 +41,24 @@ class Settings:
     def reports_dir(self) -> Path:
         return self.home / "reports"
 
+    @property
+    def config_path(self) -> Path | None:
+        """`grpolens.yaml`: $GRPOLENS_CONFIG, else ./grpolens.yaml, else one in the data home."""
+        candidates = [os.environ.get("GRPOLENS_CONFIG"), "grpolens.yaml", str(self.home / "grpolens.yaml")]
+        return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
+
+    def load_config(self) -> dict:
+        import yaml
+
+        path = self.config_path
+        if path is None:
+            return {}
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh) or {}
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: expected a mapping at the top level")
+        return data
+
     def export(self) -> None:
         """dbt and child processes read GRPOLENS_HOME themselves: make it the absolute path we resolved."""
         os.environ["GRPOLENS_HOME"] = str(self.home)

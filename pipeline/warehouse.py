@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from pipeline.settings import DBT_PROJECT_DIR, Settings
+from pipeline.settings import DBT_PROJECT_DIR, SQL_DIR, Settings
 
 _LOCKED = re.compile(r"(could not set lock|conflicting lock)", re.I)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -34,13 +34,22 @@ class BuildFailed(RuntimeError):
 
 def connect_readonly(settings: Settings, retries: int = 5, wait: float = 0.5):
     """A read-only connection; waits briefly while a build holds the write lock."""
+    return _connect(settings, True, retries, wait)
+
+
+def connect_write(settings: Settings, retries: int = 5, wait: float = 0.5):
+    """The one writing connection (held briefly: the anomalies table is replaced in one transaction)."""
+    return _connect(settings, False, retries, wait)
+
+
+def _connect(settings: Settings, read_only: bool, retries: int, wait: float):
     import duckdb
 
     if not settings.duckdb_path.exists():
         raise FileNotFoundError(f"no warehouse at {settings.duckdb_path}: run `grpolens refresh` (or `grpolens build`) first")
     for attempt in range(retries):
         try:
-            return duckdb.connect(str(settings.duckdb_path), read_only=True)
+            return duckdb.connect(str(settings.duckdb_path), read_only=read_only)
         except duckdb.IOException as exc:
             if not _LOCKED.search(str(exc)) or attempt == retries - 1:
                 raise WarehouseLocked(_lock_message(settings, exc)) from None
@@ -56,17 +65,9 @@ def _lock_message(settings: Settings, exc: Exception) -> str:
 
 def wait_for_write_lock(settings: Settings, retries: int = 5, wait: float = 0.5) -> None:
     """dbt would fail deep inside with the lock error; find out first, and wait a little for a build to finish."""
-    import duckdb
-
     settings.home.mkdir(parents=True, exist_ok=True)
-    for attempt in range(retries):
-        try:
-            duckdb.connect(str(settings.duckdb_path)).close()
-            return
-        except duckdb.IOException as exc:
-            if not _LOCKED.search(str(exc)) or attempt == retries - 1:
-                raise WarehouseLocked(_lock_message(settings, exc)) from None
-            time.sleep(wait * (attempt + 1))
+    if settings.duckdb_path.exists():
+        _connect(settings, False, retries, wait).close()
 
 
 def dbt_executable() -> str:
@@ -113,11 +114,15 @@ def build_fingerprint(settings: Settings) -> dict:
             with open(path, encoding="utf-8") as fh:
                 ingests[path.stem] = json.load(fh).get("last_ingest_id", 0)
     digest = hashlib.sha256()
-    for path in sorted(DBT_PROJECT_DIR.rglob("*")):
-        if path.is_file() and path.suffix in {".sql", ".yml", ".csv"} and "target" not in path.parts:
-            digest.update(str(path.relative_to(DBT_PROJECT_DIR)).encode())
-            digest.update(path.read_bytes())
-    return {"ingests": ingests, "dbt": digest.hexdigest()}
+    for base in (DBT_PROJECT_DIR, SQL_DIR / "checks"):
+        for path in sorted(base.rglob("*")):
+            if path.is_file() and path.suffix in {".sql", ".yml", ".csv"} and "target" not in path.parts:
+                digest.update(str(path.relative_to(base.parent)).encode())
+                digest.update(path.read_bytes())
+    config = settings.config_path
+    if config is not None:
+        digest.update(config.read_bytes())
+    return {"ingests": ingests, "sql": digest.hexdigest()}
 
 
 def _stamp_path(settings: Settings) -> Path:
@@ -132,8 +137,15 @@ def is_up_to_date(settings: Settings) -> bool:
         return json.load(fh) == build_fingerprint(settings)
 
 
+def stamp_build(settings: Settings, fingerprint: dict | None = None) -> None:
+    """Record what the warehouse now reflects, so a refresh with nothing new can skip dbt and the checks."""
+    tmp = _stamp_path(settings).with_suffix(".tmp")
+    tmp.write_text(json.dumps(fingerprint or build_fingerprint(settings)))
+    os.replace(tmp, _stamp_path(settings))
+
+
 def build(settings: Settings, select: str | None = None, progress: Callable[[str], None] | None = None,
-          verbose: bool = False) -> dict:
+          verbose: bool = False, stamp: bool = True) -> dict:
     """`dbt build` (seeds, models, data and unit tests); returns counts. Raises BuildFailed with dbt's failures."""
     fingerprint = build_fingerprint(settings)
     wait_for_write_lock(settings)
@@ -156,10 +168,8 @@ def build(settings: Settings, select: str | None = None, progress: Callable[[str
         if _LOCKED.search(text):
             raise WarehouseLocked(_lock_message(settings, RuntimeError(text)))
         raise BuildFailed(f"dbt build failed: {text}")
-    if not select:
-        tmp = _stamp_path(settings).with_suffix(".tmp")
-        tmp.write_text(json.dumps(fingerprint))
-        os.replace(tmp, _stamp_path(settings))
+    if stamp and not select:
+        stamp_build(settings, fingerprint)
     counts["seconds"] = round(time.perf_counter() - started, 2)
     if progress:
         progress(f"dbt build: {_describe(counts)}")

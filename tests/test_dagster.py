@@ -7,6 +7,7 @@ import dagster as dg
 from pipeline import warehouse
 from pipeline.assets.dbt import grpolens_dbt_assets
 from pipeline.assets.ingestion import wandb_offline_lake
+from pipeline.checks import load_checks
 from pipeline.definitions import defs
 from pipeline.resources import GrpolensResource, dbt_resource
 from pipeline.sensors import wandb_offline_files_sensor
@@ -19,10 +20,13 @@ def test_definitions_load_with_assets_checks_sensor_and_schedule():
     graph = defs.resolve_asset_graph()
     keys = {key.to_user_string() for key in graph.get_all_asset_keys()}
     assert {"lake/wandb_offline_history", "lake/wandb_offline_runs", "history", "metrics", "runs",
-            "elo_ratings", "elo_gap", "elo_reference_trends", "learning_dynamics"} <= keys
+            "elo_ratings", "elo_gap", "elo_reference_trends", "learning_dynamics", "anomalies"} <= keys
     # dbt's data tests became asset checks on the models they test
     checks = {key.asset_key.to_user_string() for key in graph.asset_check_keys}
     assert {"history", "runs", "metrics", "elo_gap"} <= checks
+    # and one asset check per training-health rule, on the table the rule reads
+    rules = {(r.name, r.reads[0]) for r in load_checks()}
+    assert rules <= {(key.name, key.asset_key.to_user_string()) for key in graph.asset_check_keys}
     # the dbt models depend on the ingest asset, so one job runs them in order
     assert dg.AssetKey(["lake", "wandb_offline_history"]) in graph.get(dg.AssetKey("stg_lake__history")).parent_keys
     assert defs.resolve_sensor_def("wandb_offline_files_sensor")

@@ -1,0 +1,684 @@
+"""Incremental ingest of what a trainer wrote itself, for runs that have no W&B: ``trainer_state.json``, JSONL
+metric logs and console logs. The lake rows have the same shape as W&B runs, so every mart and check works on them.
+
+Formats, and why each is read the way it is:
+
+- **Hugging Face Trainer ``trainer_state.json``** (``origin = "trainer_state"``). The Trainer rewrites the whole file
+  at every checkpoint, so it is not an append-only log: when its size or mtime changes, the run is reloaded from the
+  newest snapshot (every value again; staging keeps the newest ingest's). ``output/checkpoint-N/trainer_state.json``
+  files are snapshots of one run, the output folder; the one with the highest ``global_step`` wins. Each
+  ``log_history`` entry is a row at its own ``step`` (train and eval entries at one step have different keys, both
+  stay); ``file_offset`` is the entry's index. Every other top-level key is the run's config.
+- **JSONL metric logs** (``*.jsonl``, ``origin = "jsonl"``): one object per line with a step field (``step``,
+  ``global_step``, ``_step`` or ``train/global_step``, first found wins and is not stored as a value), including
+  verl's file logger ``{"step": N, "data": {...}}``. Keys are kept as the file writes them. ``_timestamp`` (seconds,
+  as W&B writes it) gives the row's time. A bad line is skipped and reported, never fatal.
+- **Console logs** (``*.log``, ``*.txt``): only two kinds of line mean anything, the rest (tqdm bars, pretty-printed
+  dicts spread over lines, warnings, checkpoint messages) is ignored. A file's first such line fixes its format:
+  ``console_trl``: a whole line that is one Python dict literal, as the HF Trainer prints per logging step
+  (``nan``/``inf``, numpy/torch scalar wrappers and numeric strings are read as numbers). The step is the dict's
+  ``step`` if it has one, else the line's 1-based ordinal among the file's dict lines, and the run's config then
+  says ``step_source: "ordinal"`` so nobody mistakes it for the trainer step.
+  ``console_verl``: ``step:N - key:value - ...`` with ``np.float64(...)``/``np.int32(...)``/``tensor(...)`` wrappers.
+  W&B's console capture cuts lines at 4096 characters: a pair is kept only when `` - `` follows it, or when it ends a
+  line that ended with a newline and is shorter than 4096 characters.
+
+Append-only files (JSONL, console) keep a byte offset per file, and only complete lines are read: a last line
+without its newline waits for the next ingest. A refresh with nothing new costs one ``stat`` per file. As in
+``wandb_offline``, one ingest writes at most one part per table and saves the cursors last.
+
+Identity. ``run_key = trainer_log:local/<project>/<run_id>``, ``run_id`` a short hash of the run's identity path
+(realpath), so two folders with the same name never collide. The identity of a ``trainer_state.json`` run is its
+output folder; that of a JSONL or console log is the file itself (several logs side by side are several runs). The
+run is named after its folder when the file's name says nothing (``output.log``, ``metrics.jsonl``...; a W&B run's
+``files/`` folder is skipped), else after the file's stem; ``project`` is the name of the folder above.
+
+State. ``trainer_state``: ``finished`` when ``global_step`` reached ``max_steps`` (or the Trainer recorded
+``should_training_stop``), else ``running``. A JSONL or console log cannot tell a finished run from a crashed or a
+live one: its state is ``unknown``; ``heartbeat_at`` is the file's mtime, the last time the trainer wrote to it.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import math
+import os
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from pipeline import lake
+from pipeline.sources.wandb_offline import FileIssue, IngestReport
+from pipeline.sources.wandb_records import redact_secrets
+from pipeline.values import finite, json_text
+
+SOURCE = "trainer_log"
+ENTITY = "local"
+DEFAULT_PROJECT = "trainer_logs"
+STATE_FILE = "trainer_state.json"
+STEP_FIELDS = ("step", "global_step", "_step", "train/global_step")
+CONSOLE_SUFFIXES = (".log", ".txt")
+CONSOLE_CUT = 4096  # W&B's console capture cuts lines at this many characters
+# A log with one of these stems is named after its folder; any other stem names the run itself.
+GENERIC_STEMS = {"output", "stdout", "stderr", "console", "log", "logs", "train", "training", "metrics", "history",
+                 "events", "progress", "run"}
+# Text files that are never logs (tokenizer files inside checkpoints, package lists).
+NOT_LOGS = {"requirements.txt", "merges.txt", "vocab.txt", "license.txt", "notice.txt", "readme.txt"}
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+_WANDB_RUN = re.compile(r"^(offline-)?run-")
+_READ_CHUNK = 1 << 20
+
+
+class TrainerLogReport(IngestReport):
+    """wandb_offline's report, worded for this source."""
+
+    def lines(self) -> list[str]:
+        out = [f"trainer logs: {self.files_seen} files, {self.files_read} read, {self.records} lines/entries, "
+               f"{self.values} values, {len(self.runs_touched)} runs updated in {self.seconds:.2f}s"]
+        out += [f"  note: {n}" for n in self.notes]
+        out += [f"  skipped: {i.path} @ byte {i.offset}: {i.kind}: {i.message}" for i in self.issues]
+        return out
+
+
+# --------------------------------------------------------------------------------------------------- discovery
+
+@dataclass
+class Found:
+    logs: list[tuple[Path, str]] = field(default_factory=list)  # append-only files and their kind (jsonl|console)
+    snapshots: dict[str, list[Path]] = field(default_factory=dict)  # run folder (realpath) -> its trainer_state.json
+
+    @property
+    def count(self) -> int:
+        return len(self.logs) + sum(len(v) for v in self.snapshots.values())
+
+
+def _kind(name: str) -> str | None:
+    lower = name.lower()
+    if name == STATE_FILE:
+        return "trainer_state"
+    if lower.endswith(".jsonl"):
+        return "jsonl"
+    if lower.endswith(CONSOLE_SUFFIXES) and lower not in NOT_LOGS:
+        return "console"
+    return None
+
+
+def state_run_dir(path: Path) -> Path:
+    """A ``trainer_state.json``'s run: the output folder holding the ``checkpoint-*`` folders, or its own folder."""
+    return path.parent.parent if _CHECKPOINT.match(path.parent.name) else path.parent
+
+
+def discover(roots: Iterable[Path]) -> Found:
+    """Every trainer-log file below the roots (files or folders), once each; symlinks and hidden folders skipped.
+
+    Inside a ``checkpoint-N`` folder only ``trainer_state.json`` counts (the rest are weights and tokenizer files).
+    """
+    logs: dict[str, str] = {}
+    snapshots: dict[str, set[str]] = {}
+
+    def add(full: Path) -> None:
+        kind = _kind(full.name)
+        if kind is None or full.is_symlink():
+            return
+        real = os.path.realpath(full)
+        if kind == "trainer_state":
+            snapshots.setdefault(str(state_run_dir(Path(real))), set()).add(real)
+        else:
+            logs.setdefault(real, kind)
+
+    for root in roots:
+        root = Path(root)
+        if root.is_file():
+            add(root)
+            continue
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            dirnames[:] = sorted(d for d in dirnames
+                                 if not d.startswith(".") and not os.path.islink(os.path.join(dirpath, d)))
+            if _CHECKPOINT.match(os.path.basename(dirpath)):
+                filenames = [f for f in filenames if f == STATE_FILE]
+            for name in sorted(filenames):
+                add(Path(dirpath) / name)
+    return Found(logs=[(Path(p), k) for p, k in sorted(logs.items())],
+                 snapshots={run: [Path(p) for p in sorted(paths)] for run, paths in sorted(snapshots.items())})
+
+
+# ---------------------------------------------------------------------------------------------------- identity
+
+def run_id_for(identity: str) -> str:
+    return hashlib.sha1(identity.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+
+
+def run_key_for(project: str, run_id: str) -> str:
+    return f"{SOURCE}:{ENTITY}/{project}/{run_id}"
+
+
+def _project(folder: Path) -> str:
+    return folder.name or DEFAULT_PROJECT
+
+
+def log_identity(path: Path) -> tuple[str, str]:
+    """(project, name) of a JSONL or console log's run."""
+    folder = path.parent
+    if folder.name == "files" and _WANDB_RUN.match(folder.parent.name):
+        folder = folder.parent  # a W&B run folder's files/output.log belongs to the run folder
+    if path.stem.lower() in GENERIC_STEMS:
+        return _project(folder.parent), folder.name or path.stem
+    return _project(folder), path.stem
+
+
+@dataclass
+class RunInfo:
+    """What the runs table says about one run; kept in the cursor file so a refresh can rewrite the row."""
+
+    run_key: str
+    project: str
+    run_id: str
+    name: str
+    origin: str
+    state: str = "unknown"
+    config: dict = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)  # last value written per key, as W&B keeps it
+    last_step: int | None = None
+    history_rows: int = 0
+    source_files: list[str] = field(default_factory=list)
+    heartbeat_us: int | None = None
+
+    @classmethod
+    def from_state(cls, data: dict) -> "RunInfo":
+        return cls(**data)
+
+    def to_state(self) -> dict:
+        return asdict(self)
+
+    def reset_history(self) -> None:
+        self.summary, self.last_step, self.history_rows = {}, None, 0
+
+    def observe(self, step: int, items: dict) -> None:
+        self.history_rows += 1
+        if self.last_step is None or step > self.last_step:
+            self.last_step = step
+        for key, value in items.items():
+            self.summary[key] = finite(value)
+
+    def touch(self, path: Path, mtime_ns: int) -> None:
+        if str(path) not in self.source_files:
+            self.source_files.append(str(path))
+        self.heartbeat_us = max(self.heartbeat_us or 0, mtime_ns // 1000)
+
+    def row(self, ingest_id: int, now: float) -> dict:
+        return {
+            "run_key": self.run_key, "source": SOURCE, "origin": self.origin, "entity": ENTITY,
+            "project": self.project, "run_id": self.run_id, "name": self.name, "state": self.state,
+            "exit_code": None, "tags": [], "group_name": None, "job_type": None, "sweep_id": None,
+            "created_at": None, "heartbeat_at": self.heartbeat_us, "config": json_text(self.config),
+            "summary": json_text(self.summary), "last_step": self.last_step, "history_rows": self.history_rows,
+            "wandb_version": None, "source_files": self.source_files, "step_offsets": json_text({}),
+            "ingest_id": ingest_id, "ingested_at": int(now * 1_000_000),
+        }
+
+
+# ------------------------------------------------------------------------------------------------------ values
+
+_INT = re.compile(r"[+-]?\d+")
+_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|nan|inf|infinity)", re.IGNORECASE)
+_WRAPPED = re.compile(r"^(?:(?:np|numpy|torch)\.[A-Za-z_]\w*|tensor)\((.*)\)$", re.DOTALL)
+_WORDS = {"True": True, "False": False, "None": None}
+_WRAPPER_CALLS = {"tensor", "torch.tensor"}
+_LITERAL_NAMES = {"nan": math.nan, "NaN": math.nan, "inf": math.inf, "Infinity": math.inf,
+                  "true": True, "false": False, "null": None}
+
+
+def number(text: str) -> int | float | None:
+    """A number written as text (``12``, ``-0.5``, ``1e-05``, ``nan``, ``inf``), else None."""
+    text = text.strip()
+    if _INT.fullmatch(text):
+        return int(text)
+    if _FLOAT.fullmatch(text):
+        return float(text)
+    return None
+
+
+def console_value(text: str) -> Any:
+    """A value as verl's console logger prints it: unwrapped from ``np.float64(...)``/``tensor(...)``."""
+    inner = text.strip()
+    while (match := _WRAPPED.match(inner)) is not None:
+        inner = match.group(1).split(",", 1)[0].strip()  # tensor(0.5, device='cuda:0')
+    parsed = number(inner)
+    if parsed is not None:
+        return parsed
+    return _WORDS.get(inner, text.strip())
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return ""
+
+
+class _Literals(ast.NodeTransformer):
+    """Makes a printed dict evaluable by ``ast.literal_eval``: ``nan``/``inf`` names, JSON's true/false/null, and
+    numpy/torch scalar wrappers (``np.float64(0.5)``) become constants. Nothing is ever executed."""
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in _LITERAL_NAMES:
+            return ast.copy_location(ast.Constant(_LITERAL_NAMES[node.id]), node)
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        name = _dotted(node.func)
+        wrapper = name in _WRAPPER_CALLS or re.fullmatch(r"(np|numpy)\.\w+", name)
+        if wrapper and len(node.args) == 1:
+            return self.visit(node.args[0])
+        return node
+
+
+def dict_line(line: str) -> dict | None:
+    """A whole line that is one dict literal with at least one number (the HF Trainer's per-step log), else None."""
+    if not (line.startswith("{") and line.endswith("}")):
+        return None
+    try:
+        parsed = ast.literal_eval(_Literals().visit(ast.parse(line, mode="eval")).body)
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        return None
+    if not isinstance(parsed, dict) or not all(isinstance(k, str) for k in parsed):
+        return None
+    values = {k: (number(v) if isinstance(v, str) and number(v) is not None else v) for k, v in parsed.items()}
+    if not any(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values.values()):
+        return None
+    try:  # tuples, sets, bytes inside a value become what JSON can hold
+        return json.loads(json.dumps(values, default=repr))
+    except (TypeError, ValueError):
+        return None
+
+
+_VERL_STEP = re.compile(r"step:(\d+)(?: - |$)")
+
+
+def verl_line(line: str, cut: bool) -> tuple[int, dict] | None:
+    """``step:N - key:value - ...`` → (N, values). ``cut``: the line may have lost its end, so its last pair is
+    dropped (only a pair followed by `` - `` is known to be whole)."""
+    match = _VERL_STEP.match(line)
+    if match is None:
+        return None
+    rest = line[match.end():]
+    pairs = rest.split(" - ") if rest else []
+    if cut and pairs:
+        pairs.pop()
+    items = {}
+    for pair in pairs:
+        key, sep, text = pair.partition(":")
+        if sep and key:
+            items[key] = console_value(text)
+    return int(match.group(1)), items
+
+
+def integral(value: Any) -> int | None:
+    """A step value: an int, or a float with no fraction (``10.0``); bools and anything else are not steps."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+class BadLine(ValueError):
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def jsonl_row(raw: bytes) -> tuple[int, int | None, dict] | None:
+    """One JSONL line → (step, ts_us, values); None for a blank line; BadLine for anything unusable."""
+    if not raw.strip():
+        return None
+    try:
+        obj = json.loads(raw)
+    except ValueError as exc:  # includes bad UTF-8
+        raise BadLine("bad_line", f"not JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise BadLine("bad_line", f"a JSON {type(obj).__name__}, not an object")
+    step_field = next((f for f in STEP_FIELDS if f in obj), None)
+    step = integral(obj[step_field]) if step_field else None
+    if step is None:
+        raise BadLine("no_step", f"no integer step field ({', '.join(STEP_FIELDS)})")
+    items = {k: v for k, v in obj.items() if k != step_field}
+    if isinstance(items.get("data"), dict):  # verl's file logger: {"step": N, "data": {...}}
+        items = {**{k: v for k, v in items.items() if k != "data"}, **items["data"]}
+    stamp = items.get("_timestamp")
+    ts_us = None
+    if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) and math.isfinite(stamp):
+        ts_us = int(round(stamp * 1_000_000))
+    return step, ts_us, items
+
+
+def texts_of(values: Iterable[Any]) -> list[str]:
+    """JSON text per value, as the history buffer takes them (NaN/Infinity tokens are understood downstream)."""
+    return [json.dumps(v, default=repr) for v in values]
+
+
+def complete_lines(fh, start: int, end: int) -> Iterator[tuple[int, bytes]]:
+    """(offset, line without its newline) for every complete line between ``start`` and ``end``; a last line
+    without its newline is not yielded (the writer is still writing it)."""
+    fh.seek(start)
+    pos, pending, remaining = start, b"", end - start
+    while remaining > 0:
+        data = fh.read(min(_READ_CHUNK, remaining))
+        if not data:
+            break
+        remaining -= len(data)
+        lines = (pending + data).split(b"\n")
+        pending = lines.pop()
+        for line in lines:
+            yield pos, line
+            pos += len(line) + 1
+
+
+# ------------------------------------------------------------------------------------------------------ cursors
+
+def _signature(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns
+
+
+def logs_with_new_bytes(logs: list[tuple[Path, str]], cursors: dict
+                        ) -> tuple[list[tuple[Path, str, int, int, dict | None]], list[FileIssue]]:
+    """The append-only files whose size differs from their cursor's (new, grown or rewritten): one stat each."""
+    todo, unreadable = [], []
+    for path, kind in logs:
+        try:
+            size, mtime_ns = _signature(path)
+        except OSError as exc:
+            unreadable.append(FileIssue(str(path), 0, 0, "unreadable", str(exc)))
+            continue
+        cursor = cursors.get(str(path))
+        if cursor is None or size != cursor["size"]:
+            todo.append((path, kind, size, mtime_ns, cursor))
+    return todo, unreadable
+
+
+@dataclass
+class SnapshotPlan:
+    """A trainer_state run with a new or rewritten snapshot, and each snapshot's (size, mtime_ns)."""
+
+    run_dir: str
+    signatures: dict[str, tuple[int, int]]
+    changed: list[str]
+
+
+def snapshots_changed(snapshots: dict[str, list[Path]], cursors: dict) -> tuple[list[SnapshotPlan], list[FileIssue]]:
+    """Runs whose snapshots changed (or whose chosen snapshot disappeared): one stat per snapshot file."""
+    plans, unreadable = [], []
+    for run_dir, paths in snapshots.items():
+        known = cursors.get(run_dir, {}).get("files", {})
+        signatures, changed = {}, []
+        for path in paths:
+            try:
+                signatures[str(path)] = _signature(path)
+            except OSError as exc:
+                unreadable.append(FileIssue(str(path), 0, 0, "unreadable", str(exc)))
+                continue
+            old = known.get(str(path))
+            if old is None or (old["size"], old["mtime_ns"]) != signatures[str(path)]:
+                changed.append(str(path))
+        chosen = cursors.get(run_dir, {}).get("chosen")
+        if changed or (chosen is not None and chosen not in signatures):
+            plans.append(SnapshotPlan(run_dir, signatures, changed))
+    return plans, unreadable
+
+
+def pending_files(lake_root: Path, roots: Iterable[Path]) -> list[Path]:
+    """What the next ingest would read: for sensors, which must not take the ingest lock or write anything."""
+    state = lake.IngestState.load(Path(lake_root), SOURCE)
+    found = discover(roots)
+    todo, _ = logs_with_new_bytes(found.logs, state.data.get("files", {}))
+    plans, _ = snapshots_changed(found.snapshots, state.data.get("snapshots", {}))
+    return [item[0] for item in todo] + [Path(p) for plan in plans for p in (plan.changed or plan.signatures)]
+
+
+# ------------------------------------------------------------------------------------------------------ ingest
+
+class TrainerLogIngest:
+    """One ingest pass; ``run()`` returns what it did. Not reentrant (the caller holds the source lock)."""
+
+    def __init__(self, lake_root: Path, roots: Iterable[Path], progress: Callable[[str], None] | None = None,
+                 batch_rows: int = 100_000):
+        self.lake_root = Path(lake_root)
+        self.roots = [Path(r) for r in roots]
+        self.progress = progress or (lambda _msg: None)
+        self.batch_rows = batch_rows
+
+    def run(self) -> TrainerLogReport:
+        started = time.perf_counter()
+        report = TrainerLogReport()
+        lake.ensure_layout(self.lake_root, SOURCE)
+        with lake.ingest_lock(self.lake_root, SOURCE):
+            state = lake.IngestState.load(self.lake_root, SOURCE)
+            cursors: dict = state.data.setdefault("files", {})
+            snapshot_cursors: dict = state.data.setdefault("snapshots", {})
+            self.runs: dict = state.data.setdefault("runs", {})
+            found = discover(self.roots)
+            report.files_seen = found.count
+            todo, unreadable = logs_with_new_bytes(found.logs, cursors)
+            plans, unreadable_snapshots = snapshots_changed(found.snapshots, snapshot_cursors)
+            report.issues += unreadable + unreadable_snapshots
+            if not todo and not plans:
+                report.seconds = time.perf_counter() - started
+                return report
+
+            ingest_id = state.next_ingest_id()
+            writer = lake.PartWriter(self.lake_root, "history", SOURCE, ingest_id)
+            self.buffer = lake.HistoryBuffer(writer, ingest_id, self.batch_rows)
+            self.touched: dict[str, RunInfo] = {}
+            self.report = report
+            total = len(plans) + len(todo)
+            try:
+                for n, plan in enumerate(plans, 1):
+                    self.progress(f"[{n}/{total}] {plan.run_dir}")
+                    snapshot_cursors[plan.run_dir] = self._read_snapshots(plan, snapshot_cursors.get(plan.run_dir))
+                for n, (path, kind, size, mtime_ns, cursor) in enumerate(todo, len(plans) + 1):
+                    self.progress(f"[{n}/{total}] {path}")
+                    new_cursor = self._read_log(path, kind, size, mtime_ns, cursor)
+                    if new_cursor is not None:
+                        cursors[str(path)] = new_cursor
+                self.buffer.flush()
+                writer.commit()
+            except BaseException:
+                writer.abort()
+                raise
+            report.values = self.buffer.total
+            now = time.time()
+            lake.write_part(self.lake_root, "runs", SOURCE, ingest_id,
+                            [info.row(ingest_id, now) for info in self.touched.values()])
+            lake.write_part(self.lake_root, "ingest_issues", SOURCE, ingest_id,
+                            [self._issue_row(issue, ingest_id, now) for issue in report.issues])
+            for key, info in self.touched.items():
+                self.runs[key] = info.to_state()
+            state.save(ingest_id)
+            report.ingest_id = ingest_id
+            report.runs_touched = sorted(self.touched)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    # -- shared
+
+    def _run(self, run_key: str, **identity: str) -> RunInfo:
+        if run_key not in self.touched:
+            stored = self.runs.get(run_key)
+            self.touched[run_key] = RunInfo.from_state(stored) if stored else RunInfo(run_key=run_key, **identity)
+        return self.touched[run_key]
+
+    def _emit(self, info: RunInfo, step: int, ts_us: int | None, offset: int, items: dict) -> None:
+        if items:
+            self.buffer.add_row(info.run_key, step, ts_us, offset, list(items), texts_of(items.values()))
+            info.observe(step, items)
+
+    # -- trainer_state.json
+
+    def _read_snapshots(self, plan: SnapshotPlan, cursor: dict | None) -> dict:
+        """Pick the newest snapshot of one run (parsing only new or rewritten files) and reload the run from it."""
+        known = (cursor or {}).get("files", {})
+        files: dict[str, dict] = {}
+        parsed: dict[str, dict] = {}
+        for path, (size, mtime_ns) in plan.signatures.items():
+            if path not in plan.changed:
+                files[path] = known[path]
+                continue
+            doc = self._load_state_file(Path(path), size)
+            ok = doc is not None
+            step = integral(doc.get("global_step")) if ok else None
+            if ok:
+                parsed[path] = doc
+                self.report.files_read += 1
+            files[path] = {"size": size, "mtime_ns": mtime_ns, "global_step": step, "rejected": not ok}
+        previous = (cursor or {}).get("chosen")
+        run_dir = Path(plan.run_dir)
+        run_key = (cursor or {}).get("run_key") or run_key_for(_project(run_dir.parent), run_id_for(plan.run_dir))
+        if previous in files and files[previous]["rejected"]:  # caught mid-rewrite: wait for it, do not fall back
+            return {"run_key": run_key, "files": files, "chosen": previous}
+        candidates = [p for p, f in files.items() if not f["rejected"]]
+        chosen = max(candidates, key=lambda p: (files[p]["global_step"] or -1, files[p]["mtime_ns"]), default=None)
+        new_cursor = {"run_key": run_key, "files": files, "chosen": chosen}
+        if chosen is None or (chosen == previous and chosen not in plan.changed):
+            return new_cursor  # an older snapshot changed, or none can be read: the run's values stand
+        doc = parsed.get(chosen)
+        if doc is None:  # the chosen one is unchanged but was not chosen before (the newer one vanished)
+            doc = self._load_state_file(Path(chosen), files[chosen]["size"])
+            if doc is None:
+                return {**new_cursor, "chosen": previous}
+            self.report.files_read += 1
+        self._load_trainer_state(Path(chosen), doc, run_key, run_dir, files[chosen]["mtime_ns"])
+        return new_cursor
+
+    def _load_state_file(self, path: Path, size: int) -> dict | None:
+        try:
+            with open(path, "rb") as fh:
+                doc = json.load(fh)
+        except OSError as exc:
+            self.report.issues.append(FileIssue(str(path), 0, 0, "unreadable", str(exc)))
+            return None
+        except ValueError as exc:  # being rewritten right now, or damaged: read again once it changes
+            self.report.issues.append(FileIssue(str(path), 0, size, "bad_file", f"not JSON: {exc}"))
+            return None
+        if not isinstance(doc, dict) or not isinstance(doc.get("log_history"), list):
+            self.report.issues.append(FileIssue(str(path), 0, size, "bad_file", "no log_history list"))
+            return None
+        return doc
+
+    def _load_trainer_state(self, path: Path, doc: dict, run_key: str, run_dir: Path, mtime_ns: int) -> None:
+        info = self._run(run_key, project=_project(run_dir.parent), run_id=run_id_for(str(run_dir)),
+                         name=run_dir.name, origin="trainer_state")
+        previous_last = info.last_step
+        info.reset_history()
+        info.source_files = []
+        info.touch(path, mtime_ns)
+        for index, entry in enumerate(doc["log_history"]):
+            self.report.records += 1
+            step = integral(entry.get("step")) if isinstance(entry, dict) else None
+            if step is None:
+                self.report.issues.append(FileIssue(str(path), 0, 0, "no_step",
+                                                    f"log_history[{index}] has no integer step"))
+                continue
+            self._emit(info, step, None, index, {k: v for k, v in entry.items() if k != "step"})
+        info.config = finite(redact_secrets({k: v for k, v in doc.items() if k != "log_history"}))
+        info.state = "finished" if _finished(doc) else "running"
+        if previous_last is not None and (info.last_step is None or info.last_step < previous_last):
+            self.report.notes.append(
+                f"{path}: history now ends at step {info.last_step}, earlier it reached {previous_last} "
+                "(training restarted in the same folder?); values after it stay in the lake")
+
+    # -- append-only logs
+
+    def _read_log(self, path: Path, kind: str, size: int, mtime_ns: int, cursor: dict | None) -> dict | None:
+        """Read one JSONL or console log from its cursor; returns the new cursor, None if it could not be read."""
+        cursor = dict(cursor) if cursor else {"offset": 0, "size": 0, "format": None, "ordinal": 0, "run_key": None}
+        if size < cursor["size"]:
+            self.report.notes.append(f"{path} shrank from {cursor['size']} to {size} bytes; reading it again from "
+                                     "the start")
+            cursor.update(offset=0, format=None, ordinal=0)
+        read_line = self._jsonl_line if kind == "jsonl" else self._console_line
+        end = cursor["offset"]
+        try:
+            with open(path, "rb") as fh:
+                for offset, raw in complete_lines(fh, cursor["offset"], size):
+                    end = offset + len(raw) + 1
+                    self.report.records += 1
+                    read_line(path, offset, raw, cursor)
+        except OSError as exc:
+            self.report.issues.append(FileIssue(str(path), end, 0, "unreadable", str(exc)))
+            return None
+        self.report.files_read += 1
+        if cursor["run_key"] in self.touched:
+            self.touched[cursor["run_key"]].touch(path, mtime_ns)
+        cursor.update(offset=end, size=size)
+        return cursor
+
+    def _log_run(self, path: Path, cursor: dict, origin: str) -> RunInfo:
+        if cursor["run_key"] in self.touched:
+            return self.touched[cursor["run_key"]]
+        project, name = log_identity(path)
+        run_id = run_id_for(str(path))
+        cursor["run_key"] = cursor["run_key"] or run_key_for(project, run_id)
+        info = self._run(cursor["run_key"], project=project, run_id=run_id, name=name, origin=origin)
+        info.origin = origin
+        return info
+
+    def _jsonl_line(self, path: Path, offset: int, raw: bytes, cursor: dict) -> None:
+        try:
+            row = jsonl_row(raw)
+        except BadLine as exc:
+            self.report.issues.append(FileIssue(str(path), offset, len(raw) + 1, exc.kind, str(exc)))
+            return
+        if row is not None:
+            step, ts_us, items = row
+            self._emit(self._log_run(path, cursor, "jsonl"), step, ts_us, offset, items)
+
+    def _console_line(self, path: Path, offset: int, raw: bytes, cursor: dict) -> None:
+        whole = raw.decode("utf-8", errors="replace").rstrip("\r")
+        line = whole.rsplit("\r", 1)[-1].rstrip()  # what a terminal shows after tqdm's carriage returns
+        fmt = cursor["format"]
+        if fmt in (None, "console_verl") and line.startswith("step:"):
+            parsed = verl_line(line, cut=len(whole) >= CONSOLE_CUT)
+            if parsed is not None:
+                cursor["format"] = "console_verl"
+                self._emit(self._log_run(path, cursor, "console_verl"), parsed[0], None, offset, parsed[1])
+        elif fmt in (None, "console_trl") and line.startswith("{"):
+            values = dict_line(line)
+            if values is None:
+                return
+            cursor["format"] = "console_trl"
+            cursor["ordinal"] += 1
+            info = self._log_run(path, cursor, "console_trl")
+            step = integral(values.get("step"))
+            if step is not None:
+                del values["step"]
+            else:
+                step = cursor["ordinal"]
+                info.config["step_source"] = "ordinal"
+            self._emit(info, step, None, offset, values)
+
+    @staticmethod
+    def _issue_row(issue: FileIssue, ingest_id: int, now: float) -> dict:
+        return {"source": SOURCE, "path": issue.path, "offset": issue.offset, "bytes_skipped": issue.bytes_skipped,
+                "kind": issue.kind, "message": issue.message, "ingest_id": ingest_id,
+                "noticed_at": int(now * 1_000_000)}
+
+
+def _finished(doc: dict) -> bool:
+    global_step, max_steps = integral(doc.get("global_step")), integral(doc.get("max_steps"))
+    if global_step is not None and max_steps is not None and max_steps > 0 and global_step >= max_steps:
+        return True
+    control = (doc.get("stateful_callbacks") or {}).get("TrainerControl") or {}
+    return bool(isinstance(control, dict) and (control.get("args") or {}).get("should_training_stop"))
+
+
+def ingest(lake_root: Path, roots: Iterable[Path], progress: Callable[[str], None] | None = None,
+           batch_rows: int = 100_000) -> IngestReport:
+    return TrainerLogIngest(lake_root, roots, progress, batch_rows).run()

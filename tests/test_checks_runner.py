@@ -1,0 +1,113 @@
+"""The check runner and its wiring: headers, parameters and overrides, failures per check, the CLI contract."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+
+from pipeline import checks, warehouse
+from pipeline.ingest import ingest
+from pipeline.settings import SQL_DIR, Settings
+from tests.conftest import grpolens
+from tests.wandb_writer import write_run
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Settings:
+    """Two TRL-style runs written by wandb: one whose entropy collapses at step 40, and its healthy twin."""
+    root = tmp_path_factory.mktemp("runs")
+    rng = random.Random(2)
+    for run_id, collapse in (("collapse", True), ("healthy0", False)):
+        rows = []
+        for step in range(80):
+            entropy = 0.6 * math.exp(-step / 200) + rng.gauss(0, 0.01)
+            if collapse and step >= 40:
+                entropy = 0.004 + abs(rng.gauss(0, 0.001))
+            rows.append({"train/entropy": entropy, "train/kl": 0.03 + rng.gauss(0, 0.004),
+                         "train/reward": 0.5 + step / 200 + rng.gauss(0, 0.05)})
+        write_run(root, rows, run_id=run_id, name=run_id, project="trl-grpo")
+    settings = Settings(home=tmp_path_factory.mktemp("home"), wandb_dirs=(root,))
+    ingest(settings)
+    warehouse.build(settings)
+    return settings
+
+
+def test_every_check_file_parses_with_its_header():
+    rules = checks.load_checks()
+    assert {r.name for r in rules} >= {"kl_spike", "entropy_collapse"}
+    for rule in rules:
+        assert rule.description and rule.reads, rule.name
+        assert rule.severity in checks.SEVERITIES
+    spike = checks.parse_check(SQL_DIR / "checks" / "kl_spike.sql")
+    assert spike.params["min_kl"] == 0.2 and spike.requires == ("kl",) and spike.reads[0] == "metrics"
+    with pytest.raises(checks.CheckError, match="unknown parameter"):
+        spike.bound({"min_KL": 1})
+
+
+def test_fires_on_the_collapse_not_on_its_twin_and_a_threshold_is_a_real_parameter(home):
+    con = warehouse.connect_readonly(home)
+    try:
+        rule = checks.parse_check(SQL_DIR / "checks" / "entropy_collapse.sql")
+        (row,) = checks.run_check(con, rule).rows
+        assert row["run_key"].endswith("/collapse") and 40 <= row["step"] <= 42 and row["step_end"] is None
+        assert row["value"] < 0.01 and "entropy fell" in row["message"]
+        assert checks.run_check(con, rule, {"floor": 0.001}).rows == []  # the override is bound, not ignored
+    finally:
+        con.close()
+
+
+def test_a_broken_check_is_reported_and_the_others_still_run(home, tmp_path):
+    broken = tmp_path / "broken_rule.sql"
+    broken.write_text("-- broken_rule: always fails.\n-- reads: metrics\nselect * from no_such_table\n")
+    con = warehouse.connect_readonly(home)
+    try:
+        outcomes = checks.run_checks(con, [checks.parse_check(broken), *checks.load_checks()])
+    finally:
+        con.close()
+    assert outcomes[0].error and "no_such_table" in outcomes[0].error
+    assert any(o.rows for o in outcomes[1:])
+
+
+def test_cli_check_contract(home, tmp_path):
+    env = {"GRPOLENS_HOME": str(home.home)}
+    listed = grpolens("check", env=env)
+    assert listed.returncode == 0 and "entropy_collapse" in listed.stdout and "collapse (wandb:" in listed.stdout
+    assert grpolens("check", "--fail-on", "error", env=env).returncode == 2
+    only_healthy = grpolens("check", "--run", "healthy0", "--format", "json", "--fail-on", "error", env=env)
+    assert only_healthy.returncode == 0 and json.loads(only_healthy.stdout) == []
+    # the anomalies table holds what the last full check found
+    table = grpolens("sql", "select check_name, run_key from anomalies", "--format", "csv", env=env, check=True)
+    assert "entropy_collapse" in table.stdout and "healthy0" not in table.stdout
+    # a threshold from grpolens.yaml
+    config = tmp_path / "grpolens.yaml"
+    config.write_text("checks:\n  entropy_collapse:\n    floor: 0.001\n")
+    relaxed = grpolens("check", "--format", "json", env={**env, "GRPOLENS_CONFIG": str(config)}, check=True)
+    assert not any(r["check_name"] == "entropy_collapse" for r in json.loads(relaxed.stdout))
+    config.write_text("checks:\n  no_such_check: {}\n")
+    bad = grpolens("check", env={**env, "GRPOLENS_CONFIG": str(config)})
+    assert bad.returncode == 1 and "unknown checks: no_such_check" in bad.stderr
+
+
+def test_explain_says_which_checks_could_not_apply(home):
+    out = grpolens("check", "--explain", env={"GRPOLENS_HOME": str(home.home)}, check=True)
+    # these runs log no grad norm, no response length: checks needing them say so instead of staying silent
+    lines = [line for line in out.stderr.splitlines() if line.startswith("not applicable:")]
+    requirements = {r.name: r.requires for r in checks.load_checks()}
+    for name, requires in requirements.items():
+        if any(m not in ("entropy", "kl", "reward_mean") for m in requires):
+            assert any(line.startswith(f"not applicable: {name} for ") for line in lines), name
+
+
+def test_not_applicable_names_the_missing_metric(home, tmp_path):
+    needs = tmp_path / "needs_grad.sql"
+    needs.write_text("-- needs_grad: needs a gradient norm.\n-- reads: metrics\n-- requires: grad_norm, kl\nselect 1\n")
+    con = warehouse.connect_readonly(home)
+    try:
+        lacking = checks.not_applicable(con, [checks.parse_check(needs)])
+    finally:
+        con.close()
+    assert sorted((name, run.rsplit("/", 1)[1], why) for name, run, why in lacking) == [
+        ("needs_grad", "collapse", "no grad_norm logged"), ("needs_grad", "healthy0", "no grad_norm logged")]
