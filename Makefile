@@ -5,6 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export GRPOLENS_HOME ?= $(CURDIR)/warehouse
 export GRPOLENS_WANDB_DIRS ?= $(GRPOLENS_HOME)/demo_runs
+export GRPOLENS_TRAINER_LOGS ?= $(GRPOLENS_HOME)/demo_trainer_logs
 
 .PHONY: setup demo test ui bench manifest clean
 

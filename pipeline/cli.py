@@ -21,7 +21,7 @@ def _say(message: str) -> None:
 def cmd_ingest(args, settings: Settings) -> int:
     from pipeline.ingest import SOURCES, ingest
 
-    sources = tuple(args.source) if args.source else SOURCES
+    sources = tuple(args.source) if args.source else tuple(SOURCES)
     ingest(settings, sources, progress=_say)
     return 0
 
@@ -40,7 +40,7 @@ def cmd_refresh(args, settings: Settings) -> int:
 
     from pipeline.checks import check_warehouse
 
-    ingest(settings, SOURCES, progress=_say)
+    ingest(settings, tuple(SOURCES), progress=_say)
     if warehouse.is_up_to_date(settings) and not args.force:
         _say(f"warehouse {settings.duckdb_path} is up to date: nothing new to build or check")
         return 0
@@ -179,7 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("ingest", help="read new data from the configured sources into the lake")
-    p.add_argument("--source", action="append", choices=["wandb_offline"], help="only this source (repeatable)")
+    p.add_argument("--source", action="append", choices=["wandb_offline", "trainer_log"],
+                   help="only this source (repeatable)")
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("build", help="build the DuckDB warehouse from the lake with dbt (models and tests)")

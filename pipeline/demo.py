@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import random
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Callable
 
 from pipeline import warehouse
+from pipeline.checks import check_warehouse
 from pipeline.ingest import ingest
 from pipeline.settings import Settings
 
@@ -16,18 +20,52 @@ def run_demo(settings: Settings, scale: float = 1.0, progress: Callable[[str], N
 
     started = time.perf_counter()
     out = settings.home / "demo_runs"
+    logs = settings.home / "demo_trainer_logs"
     if out.exists() and any(out.rglob("run-*.wandb")):
         progress(f"sample runs already in {out}; delete that folder to write them again")
     else:
         progress(f"writing sample runs with wandb (offline mode) into {out} …")
         runs = write_demo_runs(out, scale=scale, progress=progress)
         progress(f"wrote {len(runs)} runs")
-    dirs = settings.wandb_dirs if out in settings.wandb_dirs else (*settings.wandb_dirs, out)
-    settings = replace(settings, wandb_dirs=dirs)
+        write_trainer_state(logs / "trl-qwen-gsm8k-no-wandb", steps=max(30, int(120 * scale)))
+        progress(f"wrote a Hugging Face trainer_state.json run (no W&B) into {logs}")
+    settings = replace(settings, wandb_dirs=_with(settings.wandb_dirs, out), trainer_logs=_with(settings.trainer_logs, logs))
     ingest(settings, progress=progress)
-    warehouse.build(settings, progress=progress)
+    warehouse.build(settings, progress=progress, stamp=False)
+    outcomes = check_warehouse(settings)
+    warehouse.stamp_build(settings)
+    flagged = [row for outcome in outcomes for row in outcome.rows]
     progress(summary(settings))
+    progress(f"Checks: {len(flagged)} anomalies flagged ({sum(r['severity'] == 'error' for r in flagged)} errors); "
+             "list them with `.venv/bin/grpolens check`")
     progress(f"demo finished in {time.perf_counter() - started:.1f}s")
+
+
+def _with(paths: tuple[Path, ...], extra: Path) -> tuple[Path, ...]:
+    return paths if extra in paths else (*paths, extra)
+
+
+def write_trainer_state(run_dir: Path, steps: int = 120, seed: int = 3) -> Path:
+    """A TRL GRPOTrainer run that logged only through the Hugging Face Trainer: checkpoint-N/trainer_state.json."""
+    rng = random.Random(seed)
+    history = []
+    for step in range(1, steps + 1):
+        accuracy = min(1.0, 0.15 + 0.6 * step / steps + rng.gauss(0, 0.08))
+        fmt = min(1.0, 0.3 + 0.5 * step / steps + rng.gauss(0, 0.05))
+        history.append({
+            "loss": round(0.04 * step / steps + rng.gauss(0, 0.002), 6), "grad_norm": abs(rng.gauss(0.4, 0.1)),
+            "learning_rate": 5e-6 * (1 - step / steps), "rewards/accuracy_reward": max(0.0, accuracy),
+            "rewards/format_reward": max(0.0, fmt), "reward": max(0.0, accuracy) + max(0.0, fmt),
+            "reward_std": abs(rng.gauss(0.35, 0.08)), "completion_length": 180 + 60 * step / steps + rng.gauss(0, 8),
+            "kl": abs(0.002 + 0.03 * step / steps + rng.gauss(0, 0.004)), "epoch": round(step / steps, 4),
+            "step": step,
+        })
+    state = {"global_step": steps, "max_steps": steps, "num_train_epochs": 1, "logging_steps": 1,
+             "train_batch_size": 8, "log_history": history, "is_world_process_zero": True}
+    path = run_dir / f"checkpoint-{steps}" / "trainer_state.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(state, indent=2))
+    return path
 
 
 def summary(settings: Settings) -> str:

@@ -2,31 +2,52 @@
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
 from typing import Callable
 
+from pipeline import lake
 from pipeline.settings import Settings
 
-SOURCES = ("wandb_offline",)
+
+@dataclass(frozen=True)
+class Source:
+    """A source module exposes ``ingest(lake_root, roots, progress)`` and writes lake/<table>/source=<name>/."""
+
+    label: str
+    variable: str  # the environment variable that configures it
+    setting: str  # the Settings attribute holding its roots
+    module: str
 
 
-def ingest(settings: Settings, sources: tuple[str, ...] = SOURCES,
+SOURCES: dict[str, Source] = {
+    "wandb_offline": Source("wandb offline", "GRPOLENS_WANDB_DIRS", "wandb_dirs", "pipeline.sources.wandb_offline"),
+    "trainer_log": Source("trainer logs", "GRPOLENS_TRAINER_LOGS", "trainer_logs", "pipeline.sources.trainer_logs"),
+}
+
+
+def ensure_lake(settings: Settings) -> None:
+    """Every source's folders exist (with their zero-row schema files) so dbt can read all of them."""
+    for name in SOURCES:
+        lake.ensure_layout(settings.lake, name)
+
+
+def ingest(settings: Settings, sources: tuple[str, ...] = tuple(SOURCES),
            progress: Callable[[str], None] | None = None) -> dict[str, object]:
     """Returns each source's report (or the reason it was skipped), in order."""
     say = progress or (lambda _msg: None)
     reports: dict[str, object] = {}
     for name in sources:
-        if name == "wandb_offline":
-            if not settings.wandb_dirs:
-                reports[name] = "skipped: GRPOLENS_WANDB_DIRS is not set"
-                say(f"wandb offline: {reports[name]}")
-                continue
-            from pipeline.sources import wandb_offline
-
-            report = wandb_offline.ingest(settings.lake, settings.wandb_dirs, progress=say)
-            reports[name] = report
-            for line in report.lines():
-                say(line)
-        else:
+        if name not in SOURCES:
             raise ValueError(f"unknown source {name!r}; known: {', '.join(SOURCES)}")
+        source = SOURCES[name]
+        roots = getattr(settings, source.setting)
+        if not roots:
+            reports[name] = f"skipped: {source.variable} is not set"
+            say(f"{source.label}: {reports[name]}")
+            continue
+        report = importlib.import_module(source.module).ingest(settings.lake, roots, progress=say)
+        reports[name] = report
+        for line in report.lines():
+            say(line)
     return reports
-

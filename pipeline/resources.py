@@ -13,13 +13,14 @@ from pipeline.settings import Settings
 
 
 class GrpolensResource(dg.ConfigurableResource):
-    """The data home (lake, warehouse) and the W&B offline folders to scan (os.pathsep-separated)."""
+    """The data home (lake, warehouse) and the folders each source scans (os.pathsep-separated)."""
 
     home: str = "warehouse"
     wandb_dirs: str = ""
+    trainer_logs: str = ""
 
     def settings(self) -> Settings:
-        return Settings.from_values(self.home, self.wandb_dirs)
+        return Settings.from_values(self.home, self.wandb_dirs, self.trainer_logs)
 
 
 def _env(name: str, default: str) -> str | dg.EnvVar:
@@ -28,7 +29,8 @@ def _env(name: str, default: str) -> str | dg.EnvVar:
 
 
 def grpolens_resource() -> GrpolensResource:
-    return GrpolensResource(home=_env("GRPOLENS_HOME", "warehouse"), wandb_dirs=_env("GRPOLENS_WANDB_DIRS", ""))
+    return GrpolensResource(home=_env("GRPOLENS_HOME", "warehouse"), wandb_dirs=_env("GRPOLENS_WANDB_DIRS", ""),
+                            trainer_logs=_env("GRPOLENS_TRAINER_LOGS", ""))
 
 
 def dbt_resource() -> DbtCliResource:

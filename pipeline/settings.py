@@ -19,15 +19,18 @@ def _paths(value: str | None) -> list[Path]:
 class Settings:
     home: Path
     wandb_dirs: tuple[Path, ...] = ()
+    trainer_logs: tuple[Path, ...] = ()
 
     @classmethod
     def from_env(cls, home: str | os.PathLike | None = None) -> "Settings":
-        return cls.from_values(home or os.environ.get("GRPOLENS_HOME"), os.environ.get("GRPOLENS_WANDB_DIRS"))
+        return cls.from_values(home or os.environ.get("GRPOLENS_HOME"), os.environ.get("GRPOLENS_WANDB_DIRS"),
+                               os.environ.get("GRPOLENS_TRAINER_LOGS"))
 
     @classmethod
-    def from_values(cls, home: str | os.PathLike | None, wandb_dirs: str | None) -> "Settings":
+    def from_values(cls, home: str | os.PathLike | None, wandb_dirs: str | None,
+                    trainer_logs: str | None = None) -> "Settings":
         home_path = Path(home or "warehouse").expanduser().resolve()
-        return cls(home=home_path, wandb_dirs=tuple(_paths(wandb_dirs)))
+        return cls(home=home_path, wandb_dirs=tuple(_paths(wandb_dirs)), trainer_logs=tuple(_paths(trainer_logs)))
 
     @property
     def lake(self) -> Path:

@@ -147,6 +147,9 @@ def stamp_build(settings: Settings, fingerprint: dict | None = None) -> None:
 def build(settings: Settings, select: str | None = None, progress: Callable[[str], None] | None = None,
           verbose: bool = False, stamp: bool = True) -> dict:
     """`dbt build` (seeds, models, data and unit tests); returns counts. Raises BuildFailed with dbt's failures."""
+    from pipeline.ingest import ensure_lake
+
+    ensure_lake(settings)
     fingerprint = build_fingerprint(settings)
     wait_for_write_lock(settings)
     started = time.perf_counter()

@@ -27,7 +27,13 @@ def test_demo_writes_ingests_builds_and_summarises(demo):
     assert str(settings.duckdb_path) in output
     con = warehouse.connect_readonly(settings)
     try:
-        assert con.sql("select count(*) from runs").fetchone()[0] == 14
+        assert con.sql("select count(*) from runs where source = 'wandb'").fetchone()[0] == 14
+        # the run that only has a Hugging Face trainer_state.json is there too, on the same vocabulary
+        origin, last_step = con.sql("select origin, last_step from runs where source = 'trainer_log'").fetchone()
+        assert origin == "trainer_state" and last_step >= 30
+        trl_metrics = {m for (m,) in con.sql("""select distinct metric from metrics join runs using (run_key)
+                                                 where source = 'trainer_log'""").fetchall()}
+        assert {"reward_mean", "kl", "response_length_mean", "grad_norm"} <= trl_metrics
         frameworks = con.sql("""select distinct a.framework from metrics m
                                 join metric_aliases a on a.source_key = m.source_key""").fetchall()
         assert {f for (f,) in frameworks} == {"diplomacy", "trl", "verl"}

@@ -1,38 +1,51 @@
-"""Ingest assets: each materialization appends what is new in a source to the lake (the dbt sources' tables)."""
+"""Ingest assets, one per source: each materialization appends what is new in that source to the lake. Their
+asset keys are the dbt sources' tables (lake/<source>_<table>), so the dbt models run after them."""
 
+import importlib
 
 import dagster as dg
 
+from pipeline.ingest import SOURCES
 from pipeline.resources import GrpolensResource
-from pipeline.sources import wandb_offline
 
-WANDB_OFFLINE_TABLES = ("wandb_offline_runs", "wandb_offline_history", "wandb_offline_ingest_issues")
+TABLES = ("runs", "history", "ingest_issues")
 
 
-@dg.multi_asset(
-    specs=[
-        dg.AssetSpec(["lake", table], group_name="lake", kinds={"parquet", "wandb"},
-                     description=f"Lake table `{table}`, appended by the W&B offline run-file ingest.")
-        for table in WANDB_OFFLINE_TABLES
-    ],
-    can_subset=False,
-)
-def wandb_offline_lake(context: dg.AssetExecutionContext, grpolens: GrpolensResource):
-    """Read what was appended to the `run-*.wandb` files under GRPOLENS_WANDB_DIRS since the last ingest."""
-    settings = grpolens.settings()
-    if not settings.wandb_dirs:
-        context.log.info("wandb offline: skipped, GRPOLENS_WANDB_DIRS is not set")
-    report = wandb_offline.ingest(settings.lake, settings.wandb_dirs, progress=context.log.debug)
-    for line in report.lines():
-        context.log.info(line)
-    shared = {
-        "files_seen": report.files_seen,
-        "files_read": report.files_read,
-        "values": report.values,
-        "runs_updated": len(report.runs_touched),
-        "issues": len(report.issues),
-        "ingest_id": report.ingest_id if report.ingest_id is not None else dg.MetadataValue.null(),
-        "seconds": round(report.seconds, 3),
-    }
-    for table in WANDB_OFFLINE_TABLES:
-        yield dg.MaterializeResult(asset_key=["lake", table], metadata=shared)
+def lake_asset(name: str) -> dg.AssetsDefinition:
+    source = SOURCES[name]
+
+    @dg.multi_asset(
+        name=f"{name}_lake",
+        specs=[
+            dg.AssetSpec(["lake", f"{name}_{table}"], group_name="lake", kinds={"parquet"},
+                         description=f"Lake table `{table}`, appended by the {source.label} ingest.")
+            for table in TABLES
+        ],
+        can_subset=False,
+        description=f"Append what is new under {source.variable} to the lake.",
+    )
+    def _ingest(context: dg.AssetExecutionContext, grpolens: GrpolensResource):
+        settings = grpolens.settings()
+        roots = getattr(settings, source.setting)
+        if not roots:
+            context.log.info(f"{source.label}: skipped, {source.variable} is not set")
+        report = importlib.import_module(source.module).ingest(settings.lake, roots, progress=context.log.debug)
+        for line in report.lines():
+            context.log.info(line)
+        metadata = {
+            "files_seen": report.files_seen,
+            "files_read": report.files_read,
+            "values": report.values,
+            "runs_updated": len(report.runs_touched),
+            "issues": len(report.issues),
+            "ingest_id": report.ingest_id if report.ingest_id is not None else dg.MetadataValue.null(),
+            "seconds": round(report.seconds, 3),
+        }
+        for table in TABLES:
+            yield dg.MaterializeResult(asset_key=["lake", f"{name}_{table}"], metadata=metadata)
+
+    return _ingest
+
+
+wandb_offline_lake = lake_asset("wandb_offline")
+trainer_log_lake = lake_asset("trainer_log")

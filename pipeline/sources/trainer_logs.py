@@ -8,13 +8,17 @@ Formats, and why each is read the way it is:
   newest snapshot (every value again; staging keeps the newest ingest's). ``output/checkpoint-N/trainer_state.json``
   files are snapshots of one run, the output folder; the one with the highest ``global_step`` wins. Each
   ``log_history`` entry is a row at its own ``step`` (train and eval entries at one step have different keys, both
-  stay); ``file_offset`` is the entry's index. Every other top-level key is the run's config.
+  stay; the ``epoch`` they both repeat is written once); ``file_offset`` is the entry's index. Every other top-level
+  key is the run's config.
 - **JSONL metric logs** (``*.jsonl``, ``origin = "jsonl"``): one object per line with a step field (``step``,
   ``global_step``, ``_step`` or ``train/global_step``, first found wins and is not stored as a value), including
-  verl's file logger ``{"step": N, "data": {...}}``. Keys are kept as the file writes them. ``_timestamp`` (seconds,
-  as W&B writes it) gives the row's time. A bad line is skipped and reported, never fatal.
-- **Console logs** (``*.log``, ``*.txt``): only two kinds of line mean anything, the rest (tqdm bars, pretty-printed
-  dicts spread over lines, warnings, checkpoint messages) is ignored. A file's first such line fixes its format:
+  verl's file logger ``{"step": N, "data": {...}}``. Keys are kept as the file writes them (a nested dict value is
+  spread over ``key.sub`` keys by the lake's decoder, as for W&B). ``_timestamp`` (seconds, as W&B writes it) gives
+  the row's time. A bad line is skipped and reported (``bad_line``/``no_step`` with its byte offset), never fatal.
+- **Console logs** (``*.log``, ``*.txt``), read where that is all there is (not next to the run's
+  ``trainer_state.json``, which holds the same entries unrounded). Only two kinds of line mean anything; the rest
+  (tqdm bars, pretty-printed dicts spread over lines, warnings, checkpoint messages) is ignored. A file's first
+  such line fixes its format:
   ``console_trl``: a whole line that is one Python dict literal, as the HF Trainer prints per logging step
   (``nan``/``inf``, numpy/torch scalar wrappers and numeric strings are read as numbers). The step is the dict's
   ``step`` if it has one, else the line's 1-based ordinal among the file's dict lines, and the run's config then
@@ -47,9 +51,10 @@ import math
 import os
 import re
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from pipeline import lake
 from pipeline.sources.wandb_offline import FileIssue, IngestReport
@@ -77,8 +82,8 @@ class TrainerLogReport(IngestReport):
     """wandb_offline's report, worded for this source."""
 
     def lines(self) -> list[str]:
-        out = [f"trainer logs: {self.files_seen} files, {self.files_read} read, {self.records} lines/entries, "
-               f"{self.values} values, {len(self.runs_touched)} runs updated in {self.seconds:.2f}s"]
+        out = [(f"trainer logs: {self.files_seen} files, {self.files_read} read, {self.records} lines/entries, "
+                f"{self.values} values, {len(self.runs_touched)} runs updated in {self.seconds:.2f}s")]
         out += [f"  note: {n}" for n in self.notes]
         out += [f"  skipped: {i.path} @ byte {i.offset}: {i.kind}: {i.message}" for i in self.issues]
         return out
@@ -115,7 +120,8 @@ def state_run_dir(path: Path) -> Path:
 def discover(roots: Iterable[Path]) -> Found:
     """Every trainer-log file below the roots (files or folders), once each; symlinks and hidden folders skipped.
 
-    Inside a ``checkpoint-N`` folder only ``trainer_state.json`` counts (the rest are weights and tokenizer files).
+    Inside a ``checkpoint-N`` folder only ``trainer_state.json`` counts (the rest are weights and tokenizer files),
+    and a console log in a folder that has its trainer_state.json snapshots is left out ("where that is all there is").
     """
     logs: dict[str, str] = {}
     snapshots: dict[str, set[str]] = {}
@@ -142,6 +148,8 @@ def discover(roots: Iterable[Path]) -> Found:
                 filenames = [f for f in filenames if f == STATE_FILE]
             for name in sorted(filenames):
                 add(Path(dirpath) / name)
+    # A console log next to a trainer_state.json prints the same log_history entries, rounded: the file wins.
+    logs = {p: k for p, k in logs.items() if not (k == "console" and os.path.dirname(p) in snapshots)}
     return Found(logs=[(Path(p), k) for p, k in sorted(logs.items())],
                  snapshots={run: [Path(p) for p in sorted(paths)] for run, paths in sorted(snapshots.items())})
 
@@ -188,11 +196,11 @@ class RunInfo:
     heartbeat_us: int | None = None
 
     @classmethod
-    def from_state(cls, data: dict) -> "RunInfo":
+    def from_state(cls, data: dict) -> RunInfo:
         return cls(**data)
 
     def to_state(self) -> dict:
-        return asdict(self)
+        return finite(asdict(self))  # the cursor file is strict JSON
 
     def reset_history(self) -> None:
         self.summary, self.last_step, self.history_rows = {}, None, 0
@@ -201,8 +209,7 @@ class RunInfo:
         self.history_rows += 1
         if self.last_step is None or step > self.last_step:
             self.last_step = step
-        for key, value in items.items():
-            self.summary[key] = finite(value)
+        self.summary.update(items)
 
     def touch(self, path: Path, mtime_ns: int) -> None:
         if str(path) not in self.source_files:
@@ -355,27 +362,42 @@ def jsonl_row(raw: bytes) -> tuple[int, int | None, dict] | None:
     stamp = items.get("_timestamp")
     ts_us = None
     if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) and math.isfinite(stamp):
-        ts_us = int(round(stamp * 1_000_000))
+        ts_us = round(stamp * 1_000_000)
     return step, ts_us, items
 
 
+def json_value(value: Any) -> str:
+    """What ``json.dumps(value)`` writes (NaN/Infinity tokens are understood downstream), numbers without its cost."""
+    kind = type(value)
+    if kind is float:
+        if math.isfinite(value):
+            return float.__repr__(value)
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if kind is int:
+        return int.__repr__(value)
+    return json.dumps(value, default=repr)
+
+
 def texts_of(values: Iterable[Any]) -> list[str]:
-    """JSON text per value, as the history buffer takes them (NaN/Infinity tokens are understood downstream)."""
-    return [json.dumps(v, default=repr) for v in values]
+    """JSON text per value, as the history buffer takes them."""
+    return [json_value(v) for v in values]
 
 
 def complete_lines(fh, start: int, end: int) -> Iterator[tuple[int, bytes]]:
     """(offset, line without its newline) for every complete line between ``start`` and ``end``; a last line
     without its newline is not yielded (the writer is still writing it)."""
     fh.seek(start)
-    pos, pending, remaining = start, b"", end - start
+    pos, pending, remaining = start, [], end - start
     while remaining > 0:
         data = fh.read(min(_READ_CHUNK, remaining))
         if not data:
             break
         remaining -= len(data)
-        lines = (pending + data).split(b"\n")
-        pending = lines.pop()
+        if b"\n" not in data:  # a long line (a tqdm bar redrawn with \r only): join its pieces once, later
+            pending.append(data)
+            continue
+        lines = b"".join([*pending, data]).split(b"\n")
+        pending = [lines.pop()]
         for line in lines:
             yield pos, line
             pos += len(line) + 1
@@ -510,6 +532,7 @@ class TrainerLogIngest:
     # -- shared
 
     def _run(self, run_key: str, **identity: str) -> RunInfo:
+        """The run's info for this ingest: as stored, or new from ``identity`` (project, run_id, name, origin)."""
         if run_key not in self.touched:
             stored = self.runs.get(run_key)
             self.touched[run_key] = RunInfo.from_state(stored) if stored else RunInfo(run_key=run_key, **identity)
@@ -579,6 +602,7 @@ class TrainerLogIngest:
         info.reset_history()
         info.source_files = []
         info.touch(path, mtime_ns)
+        written: dict[tuple[int, str], Any] = {}
         for index, entry in enumerate(doc["log_history"]):
             self.report.records += 1
             step = integral(entry.get("step")) if isinstance(entry, dict) else None
@@ -586,7 +610,11 @@ class TrainerLogIngest:
                 self.report.issues.append(FileIssue(str(path), 0, 0, "no_step",
                                                     f"log_history[{index}] has no integer step"))
                 continue
-            self._emit(info, step, None, index, {k: v for k, v in entry.items() if k != "step"})
+            # Train, eval and end-of-training entries at one step all repeat `epoch`: one value, not a repeated step.
+            items = {k: v for k, v in entry.items()
+                     if k != "step" and not ((step, k) in written and _same(written[(step, k)], v))}
+            written.update(((step, k), v) for k, v in items.items())
+            self._emit(info, step, None, index, items)
         info.config = finite(redact_secrets({k: v for k, v in doc.items() if k != "log_history"}))
         info.state = "finished" if _finished(doc) else "running"
         if previous_last is not None and (info.last_step is None or info.last_step < previous_last):
@@ -603,6 +631,8 @@ class TrainerLogIngest:
             self.report.notes.append(f"{path} shrank from {cursor['size']} to {size} bytes; reading it again from "
                                      "the start")
             cursor.update(offset=0, format=None, ordinal=0)
+            if cursor["run_key"] in self.runs or cursor["run_key"] in self.touched:
+                self._run(cursor["run_key"]).reset_history()
         read_line = self._jsonl_line if kind == "jsonl" else self._console_line
         end = cursor["offset"]
         try:
@@ -642,15 +672,15 @@ class TrainerLogIngest:
 
     def _console_line(self, path: Path, offset: int, raw: bytes, cursor: dict) -> None:
         whole = raw.decode("utf-8", errors="replace").rstrip("\r")
-        line = whole.rsplit("\r", 1)[-1].rstrip()  # what a terminal shows after tqdm's carriage returns
+        line = whole.rsplit("\r", 1)[-1]  # what a terminal shows after tqdm's carriage returns
         fmt = cursor["format"]
         if fmt in (None, "console_verl") and line.startswith("step:"):
             parsed = verl_line(line, cut=len(whole) >= CONSOLE_CUT)
-            if parsed is not None:
+            if parsed is not None and parsed[1]:
                 cursor["format"] = "console_verl"
                 self._emit(self._log_run(path, cursor, "console_verl"), parsed[0], None, offset, parsed[1])
         elif fmt in (None, "console_trl") and line.startswith("{"):
-            values = dict_line(line)
+            values = dict_line(line.rstrip())
             if values is None:
                 return
             cursor["format"] = "console_trl"
@@ -669,6 +699,10 @@ class TrainerLogIngest:
         return {"source": SOURCE, "path": issue.path, "offset": issue.offset, "bytes_skipped": issue.bytes_skipped,
                 "kind": issue.kind, "message": issue.message, "ingest_id": ingest_id,
                 "noticed_at": int(now * 1_000_000)}
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and (a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b)))
 
 
 def _finished(doc: dict) -> bool:

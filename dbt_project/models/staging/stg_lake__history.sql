@@ -2,7 +2,7 @@
 -- value written last in the run file. `versions` counts how many rows carried that (run, step, key),
 -- which is how a repeated step (two log calls for one trainer step) stays visible after de-duplication.
 with source as (
-    select * from {{ source('lake', 'wandb_offline_history') }}
+    {{ lake_union('history') }}
 ),
 
 renamed as (

@@ -1,5 +1,5 @@
 with source as (
-    select * from {{ source('lake', 'wandb_offline_ingest_issues') }}
+    {{ lake_union('ingest_issues') }}
 ),
 
 final as (

@@ -1,6 +1,6 @@
 -- One row per run: the newest snapshot any ingest wrote for it.
 with source as (
-    select * from {{ source('lake', 'wandb_offline_runs') }}
+    {{ lake_union('runs') }}
 ),
 
 renamed as (

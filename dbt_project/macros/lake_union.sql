@@ -1,0 +1,7 @@
+{% macro lake_union(table) %}
+{#- Every ingest source's part of one lake table, matched by column name (a source may add columns). -#}
+{%- for name in var('lake_sources') %}
+    {% if not loop.first %}union all by name{% endif %}
+    select * from {{ source('lake', name ~ '_' ~ table) }}
+{%- endfor %}
+{% endmacro %}

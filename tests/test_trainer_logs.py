@@ -1,0 +1,496 @@
+"""Trainer logs as a source: trainer_state.json, JSONL metric logs, TRL and verl console logs.
+
+The real files under /work/shared/real-runs are the fixtures: every value the lake holds must be the value the
+file holds. Synthetic files (written here, in tmp_path) cover what the real ones do not: growth mid-line, bad
+lines, rewritten snapshots, console noise.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import os
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from pipeline import lake
+from pipeline.sources import trainer_logs
+from tests.conftest import LENGTH_COLLAPSE, REAL_RUNS
+
+UNSLOTH = REAL_RUNS / "unsloth-llama31-8b-grpo-gsm8k"
+STABLE_LOG = REAL_RUNS / "verl-opd-qwen2-3b-stable" / "output.log"
+COLLAPSE_LOG = next(LENGTH_COLLAPSE.glob("run-*/files/output.log"))
+SNIPPETS = REAL_RUNS / "issue-snippets-trl-grpo-ppo"
+
+
+def history(lake_root: Path, where: str = "true") -> list[tuple]:
+    return duckdb.sql(f"""
+        select run_key, step, key, value, value_int, value_text, value_type, ts, ingest_id, file_offset
+        from read_parquet('{lake_root}/history/source=trainer_log/*.parquet') where {where}
+        order by run_key, step, key, ingest_id""").fetchall()
+
+
+def values_by_step(lake_root: Path, run_key: str) -> dict[int, dict[str, tuple]]:
+    out: dict[int, dict[str, tuple]] = {}
+    for row in history(lake_root, f"run_key = '{run_key}'"):
+        assert row[2] not in out.setdefault(row[1], {}), f"{row[2]} twice at step {row[1]}"
+        out[row[1]][row[2]] = row
+    return out
+
+
+def runs(lake_root: Path) -> dict[str, dict]:
+    rel = duckdb.sql(f"""select * from read_parquet('{lake_root}/runs/source=trainer_log/*.parquet')
+                         qualify row_number() over (partition by run_key order by ingest_id desc) = 1""")
+    return {row[0]: dict(zip(rel.columns, row)) for row in rel.fetchall()}
+
+
+def run_of(lake_root: Path, name: str) -> dict:
+    [found] = [r for r in runs(lake_root).values() if r["name"] == name]
+    return found
+
+
+def parts(lake_root: Path) -> dict[Path, int]:
+    return {p: p.stat().st_mtime_ns for p in lake_root.rglob("part-*.parquet")}
+
+
+def same(lake_value: float | None, expected) -> bool:
+    if isinstance(expected, float) and math.isnan(expected):
+        return lake_value is not None and math.isnan(lake_value)
+    return lake_value == float(expected)
+
+
+# --------------------------------------------------------------------------------------------- real files
+
+
+def test_everything_under_real_runs_ingests_then_nothing_new_costs_nothing(tmp_path):
+    lake_root = tmp_path / "lake"
+    first = trainer_logs.ingest(lake_root, [REAL_RUNS])
+    assert first.changed and first.issues == []
+    found = {(r["origin"], r["project"], r["name"]) for r in runs(lake_root).values()}
+    assert found == {
+        ("trainer_state", "real-runs", "unsloth-llama31-8b-grpo-gsm8k"),
+        ("console_verl", "real-runs", "verl-opd-qwen2-3b-stable"),
+        ("console_verl", "wandb-binary-verl-opd-qwen2-3b-lengthcollapse", "run-20251130_144822-gjvwlq13"),
+        ("jsonl", "wandb-binary-verl-opd-qwen2-3b-lengthcollapse", "history_decoded"),
+        ("console_trl", "issue-snippets-trl-grpo-ppo", "hongbomiao_pr37684_trl_ppo"),
+        ("console_trl", "issue-snippets-trl-grpo-ppo", "open-r1_issue239"),
+        ("console_trl", "issue-snippets-trl-grpo-ppo", "open-r1_issue255"),
+        ("console_trl", "issue-snippets-trl-grpo-ppo", "open-r1_issue257"),
+        ("console_trl", "issue-snippets-trl-grpo-ppo", "trl_issue3452"),
+    }
+    for run in runs(lake_root).values():
+        assert run["source"] == "trainer_log" and run["entity"] == "local"
+        assert run["run_key"] == f"trainer_log:local/{run['project']}/{run['run_id']}"
+        assert re.fullmatch(r"[0-9a-f]{12}", run["run_id"])
+        assert run["heartbeat_at"] is not None and run["source_files"]
+    written = parts(lake_root)
+    state_file = lake_root / "_state" / "trainer_log.json"
+    state_mtime = state_file.stat().st_mtime_ns
+    assert trainer_logs.pending_files(lake_root, [REAL_RUNS]) == []
+    again = trainer_logs.ingest(lake_root, [REAL_RUNS])
+    assert not again.changed and again.files_read == 0 and again.records == 0 and again.values == 0
+    assert again.files_seen == first.files_seen
+    assert parts(lake_root) == written and state_file.stat().st_mtime_ns == state_mtime
+
+
+def test_unsloth_trainer_state_every_value_exact(tmp_path):
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [UNSLOTH])
+    doc = json.loads((UNSLOTH / "trainer_state.json").read_text())
+    run = run_of(lake_root, "unsloth-llama31-8b-grpo-gsm8k")
+    got = values_by_step(lake_root, run["run_key"])
+    assert report.values == sum(len(e) - 1 for e in doc["log_history"]) == 3250
+    assert sorted(got) == list(range(1, 251))
+    for entry in doc["log_history"]:
+        row = got[entry["step"]]
+        assert set(row) == set(entry) - {"step"}  # the step is the row's step, not a value
+        for key, expected in entry.items():
+            if key != "step":
+                assert row[key][3] == expected and row[key][6] == "number", (entry["step"], key)
+    assert sum(1 for step in got.values() if step["reward_std"][3] == 0) == 64
+    assert got[206]["kl"][3] == 0.9347108602523804 == next(e["kl"] for e in doc["log_history"] if e["step"] == 206)
+    assert all(row[7] is None for step in got.values() for row in step.values())  # the file has no times
+    assert run["state"] == "finished" and run["last_step"] == 250 and run["history_rows"] == 250
+    config = json.loads(run["config"])
+    assert config["max_steps"] == 250 and config["global_step"] == 250 and config["logging_steps"] == 1
+    assert config["train_batch_size"] == 1 and config["num_train_epochs"] == 1 and "log_history" not in config
+    assert json.loads(run["summary"])["reward"] == doc["log_history"][-1]["reward"]
+
+
+def _verl_step_lines(path: Path) -> list[str]:
+    return [line.rstrip("\n") for line in path.open(encoding="utf-8") if line.startswith("step:")]
+
+
+def _expected_verl_pairs(line: str) -> tuple[int, dict[str, str], str | None]:
+    """Independent reading of one console step line: the pairs that are whole, and the cut one if any."""
+    pairs = line.split(" - ")
+    step = int(pairs.pop(0).removeprefix("step:"))
+    cut = pairs.pop() if len(line) >= 4096 else None
+    return step, dict(p.split(":", 1) for p in pairs), cut
+
+
+def _plain_number(text: str) -> float:
+    match = re.fullmatch(r"np\.(?:float64|int32|int64)\((.*)\)", text)
+    return float(match.group(1) if match else text)
+
+
+def test_verl_stable_console_log(tmp_path):
+    lake_root = tmp_path / "lake"
+    trainer_logs.ingest(lake_root, [STABLE_LOG])
+    run = run_of(lake_root, "verl-opd-qwen2-3b-stable")
+    assert run["origin"] == "console_verl" and run["state"] == "unknown" and run["project"] == "real-runs"
+    got = values_by_step(lake_root, run["run_key"])
+    assert sorted(got) == list(range(180)) and run["last_step"] == 179 and run["history_rows"] == 180
+    lines = _verl_step_lines(STABLE_LOG)
+    truncated = [line for line in lines if len(line) >= 4096]
+    assert len(truncated) == 18
+    for line in lines:
+        step, pairs, cut = _expected_verl_pairs(line)
+        assert set(got[step]) == set(pairs), step
+        for key, text in pairs.items():
+            assert got[step][key][3] == _plain_number(text), (step, key)
+        if cut is not None:  # the pair W&B cut short is gone, the complete ones before it are all there
+            cut_key = cut.split(":", 1)[0]
+            assert cut_key not in got[step] and len(got[step]) == len(pairs) >= 50
+    assert got[1]["perf/throughput"][3] == 1014.7088345875407
+    assert got[1]["global_seqlen/min"][4] == 336776  # an integer stays exact
+    assert got[10]["val-aux/aime_2024/score/maj@8/std"][3] == 0.22439304474242153  # last whole pair of a cut line
+    assert "val-aux/aime_2024/score/best@16/mean" not in got[10]  # the cut one: 'np.float64(-0.339593'
+
+
+def test_verl_collapse_console_equals_the_runs_wandb_history(tmp_path):
+    """The console log and the .wandb file of one run were written by the same process: same values."""
+    lake_root = tmp_path / "lake"
+    trainer_logs.ingest(lake_root, [COLLAPSE_LOG])
+    run = run_of(lake_root, "run-20251130_144822-gjvwlq13")
+    assert run["project"] == "wandb-binary-verl-opd-qwen2-3b-lengthcollapse"
+    got = values_by_step(lake_root, run["run_key"])
+    assert sorted(got) == list(range(60))  # step 59 reached the console, never the W&B history
+    wandb_rows = [json.loads(line) for line in (LENGTH_COLLAPSE / "history_decoded.jsonl").open()]
+    compared = 0
+    for row in wandb_rows:
+        step = row["_step"]
+        for key, expected in row.items():
+            if key in got[step] and isinstance(expected, (int, float)):
+                assert same(got[step][key][3], expected), (step, key, got[step][key], expected)
+                compared += 1
+    assert compared > 4000
+    shared_keys = {k for row in wandb_rows for k in row} & {k for step in got.values() for k in step}
+    assert {"actor/entropy", "actor/grad_norm", "response_length/mean", "critic/score/mean"} <= shared_keys
+    cut_lines = [line for line in _verl_step_lines(COLLAPSE_LOG) if len(line) >= 4096]
+    assert len(cut_lines) == 6
+
+
+def test_trl_issue_snippets(tmp_path):
+    lake_root = tmp_path / "lake"
+    trainer_logs.ingest(lake_root, [SNIPPETS])
+    total = 0
+    for path in sorted(SNIPPETS.glob("*.log")):
+        run = run_of(lake_root, path.stem)
+        assert run["origin"] == "console_trl"
+        assert json.loads(run["config"]) == {"step_source": "ordinal"}  # the dicts carry no step: lines are counted
+        got = values_by_step(lake_root, run["run_key"])
+        dicts = [ast.literal_eval(line) for line in path.read_text().splitlines()]
+        assert sorted(got) == list(range(1, len(dicts) + 1))
+        for ordinal, expected in enumerate(dicts, 1):
+            assert set(got[ordinal]) == set(expected)
+            for key, value in expected.items():
+                assert got[ordinal][key][3] == value, (path.name, ordinal, key)
+        total += len(dicts)
+    assert total == 11
+    ppo = values_by_step(lake_root, run_of(lake_root, "hongbomiao_pr37684_trl_ppo")["run_key"])
+    assert ppo[2]["objective/kl"][3] == 11.28681755065918 and ppo[2]["episode"][4] == 832
+
+
+# ------------------------------------------------------------------------------------------ incremental
+
+
+VERL_LINE = ("step:{n} - actor/entropy:np.float64(0.{n}5) - critic/score/mean:{n}.25"
+             " - response_length/max:np.int32(1{n})\n")
+TRL_LINE = "{{'loss': 0.{n}, 'reward': '1.{n}', 'kl': 0.00{n}, 'epoch': 0.{n}}}\n"
+JSONL_LINE = '{{"step": {n}, "data": {{"actor/entropy": 0.{n}5, "critic/score/mean": {n}.25}}}}\n'
+
+
+@pytest.mark.parametrize("name,template", [("metrics.jsonl", JSONL_LINE), ("train.log", VERL_LINE),
+                                           ("trl.log", TRL_LINE)])
+def test_half_written_line_waits_and_arrives_once(tmp_path, name, template):
+    log = tmp_path / "runs" / "exp1" / name
+    log.parent.mkdir(parents=True)
+    lake_root = tmp_path / "lake"
+    one, two, three = (template.format(n=n) for n in (1, 2, 3))
+    log.write_text(one + two[: len(two) // 2])
+    first = trainer_logs.ingest(lake_root, [tmp_path / "runs"])
+    assert sorted({r[1] for r in history(lake_root)}) == [1]
+    assert trainer_logs.pending_files(lake_root, [tmp_path / "runs"]) == []  # same size: nothing to read yet
+    assert not trainer_logs.ingest(lake_root, [tmp_path / "runs"]).changed
+    with open(log, "a") as fh:
+        fh.write(two[len(two) // 2:])
+    assert trainer_logs.pending_files(lake_root, [tmp_path / "runs"]) == [log]
+    second = trainer_logs.ingest(lake_root, [tmp_path / "runs"])
+    with open(log, "a") as fh:
+        fh.write(three)
+    trainer_logs.ingest(lake_root, [tmp_path / "runs"])
+    rows = history(lake_root)
+    keys = [(r[0], r[1], r[2]) for r in rows]
+    assert len(keys) == len(set(keys)) and sorted({r[1] for r in rows}) == [1, 2, 3]
+    assert {r[8] for r in rows if r[1] == 2} == {second.ingest_id} and first.ingest_id < second.ingest_id
+    step2 = {r[2]: r for r in rows if r[1] == 2}
+    if name == "trl.log":  # the ordinal carries on across ingests; numeric strings became numbers
+        assert step2["reward"][3] == 1.2 and step2["loss"][3] == 0.2
+    else:
+        assert step2["actor/entropy"][3] == 0.25 and step2["critic/score/mean"][3] == 2.25
+    assert {r[5] for r in rows} == {None}  # every value was a number
+    run = runs(lake_root)[rows[0][0]]
+    assert run["last_step"] == 3 and run["history_rows"] == 3
+    expected_name = "exp1" if name in ("metrics.jsonl", "train.log") else "trl"
+    assert run["name"] == expected_name and run["project"] == ("runs" if expected_name == "exp1" else "exp1")
+
+
+def test_bad_jsonl_lines_are_skipped_and_reported(tmp_path):
+    log = tmp_path / "m.jsonl"
+    lines = [b'{"step": 1, "loss": 0.5}\n', b'{"step": 2, "loss": 0.4\n', b"\n", b"not json at all\n",
+             b'{"loss": 0.3}\n', b'[1, 2]\n', b'{"step": 3, "loss": NaN, "note": "warm", "_timestamp": 1700000000.5}\n']
+    log.write_bytes(b"".join(lines))
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [log])
+    offsets = [sum(len(line) for line in lines[:i]) for i in range(len(lines))]
+    issues = [(i.kind, i.offset) for i in report.issues]
+    assert issues == [("bad_line", offsets[1]), ("bad_line", offsets[3]), ("no_step", offsets[4]),
+                      ("bad_line", offsets[5])]
+    stored = duckdb.sql(f"""select kind, "offset", path from
+                            read_parquet('{lake_root}/ingest_issues/source=trainer_log/*.parquet')
+                            order by "offset" """).fetchall()
+    assert stored == [(k, o, str(log)) for k, o in issues]
+    rows = {(r[1], r[2]): r for r in history(lake_root)}
+    assert sorted(rows) == [(1, "loss"), (3, "_timestamp"), (3, "loss"), (3, "note")]
+    assert math.isnan(rows[(3, "loss")][3]) and rows[(3, "note")][5] == "warm"
+    assert rows[(3, "loss")][7].timestamp() == 1700000000.5 and rows[(1, "loss")][7] is None
+    assert rows[(3, "loss")][9] == offsets[6]  # file_offset is the line's byte offset
+    assert not trainer_logs.ingest(lake_root, [log]).changed  # bad lines are not read again
+
+
+def _trainer_state(steps: int, max_steps: int, kl_at: dict | None = None) -> str:
+    history_ = [{"loss": 0.0, "kl": (kl_at or {}).get(s, s / 100), "reward": s / 10, "epoch": s / 10, "step": s}
+                for s in range(1, steps + 1)]
+    history_.append({"eval_loss": 0.5, "eval_reward": 0.25, "epoch": steps / 10, "step": steps})  # eval, same step
+    return json.dumps({"global_step": steps, "max_steps": max_steps, "logging_steps": 1, "train_batch_size": 4,
+                       "best_metric": None, "log_history": history_}, indent=2)
+
+
+def test_checkpoints_are_snapshots_of_one_run_and_a_rewrite_reloads_only_that_run(tmp_path):
+    out_a, out_b = tmp_path / "runs" / "a", tmp_path / "runs" / "b"
+    for n in (2, 4):
+        (out_a / f"checkpoint-{n}").mkdir(parents=True)
+        (out_a / f"checkpoint-{n}" / "trainer_state.json").write_text(_trainer_state(n, 6))
+    out_b.mkdir(parents=True)
+    (out_b / "trainer_state.json").write_text(_trainer_state(3, 3))
+    lake_root = tmp_path / "lake"
+    first = trainer_logs.ingest(lake_root, [tmp_path / "runs"])
+    by_name = {r["name"]: r for r in runs(lake_root).values()}
+    assert set(by_name) == {"a", "b"} and len(first.runs_touched) == 2
+    assert by_name["a"]["state"] == "running" and by_name["b"]["state"] == "finished"
+    assert by_name["a"]["last_step"] == 4 and by_name["a"]["source_files"] == [
+        str((out_a / "checkpoint-4" / "trainer_state.json").resolve())]
+    a_rows = values_by_step(lake_root, by_name["a"]["run_key"])
+    assert sorted(a_rows) == [1, 2, 3, 4] and {"eval_loss", "loss", "kl"} <= set(a_rows[4])  # train + eval kept
+    assert a_rows[4]["epoch"][3] == 0.4  # both entries carry the same epoch: one row, not a repeated step
+
+    # the Trainer saves checkpoint-6 and rotates checkpoint-2 away; run b is untouched
+    (out_a / "checkpoint-6").mkdir()
+    (out_a / "checkpoint-6" / "trainer_state.json").write_text(_trainer_state(6, 6, kl_at={3: 9.5}))
+    for p in (out_a / "checkpoint-2").iterdir():
+        p.unlink()
+    (out_a / "checkpoint-2").rmdir()
+    assert trainer_logs.pending_files(lake_root, [tmp_path / "runs"]) == [
+        (out_a / "checkpoint-6" / "trainer_state.json").resolve()]
+    second = trainer_logs.ingest(lake_root, [tmp_path / "runs"])
+    assert second.runs_touched == [by_name["a"]["run_key"]] and second.files_read == 1
+    assert {r[0] for r in history(lake_root, f"ingest_id = {second.ingest_id}")} == {by_name["a"]["run_key"]}
+    newest = {}
+    for row in history(lake_root, f"run_key = '{by_name['a']['run_key']}'"):
+        newest[(row[1], row[2])] = row  # ordered by ingest_id: the last one is what staging keeps
+    assert newest[(3, "kl")][3] == 9.5 and newest[(6, "reward")][3] == 0.6
+    assert runs(lake_root)[by_name["a"]["run_key"]]["state"] == "finished"
+    assert runs(lake_root)[by_name["a"]["run_key"]]["last_step"] == 6
+
+    # rewriting run b's file (same size, new mtime) reloads b alone
+    state_b = out_b / "trainer_state.json"
+    stat = state_b.stat()
+    os.utime(state_b, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
+    third = trainer_logs.ingest(lake_root, [tmp_path / "runs"])
+    assert third.runs_touched == [by_name["b"]["run_key"]] and third.files_read == 1
+    assert not trainer_logs.ingest(lake_root, [tmp_path / "runs"]).changed
+
+
+def test_a_trainer_state_caught_mid_write_is_reported_and_retried(tmp_path):
+    run_dir = tmp_path / "out"
+    run_dir.mkdir()
+    state = run_dir / "trainer_state.json"
+    full = _trainer_state(5, 10)
+    state.write_text(full[: len(full) // 2])
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [run_dir])
+    assert [i.kind for i in report.issues] == ["bad_file"] and history(lake_root) == []
+    assert not trainer_logs.ingest(lake_root, [run_dir]).changed  # not retried until it changes
+    state.write_text(full)
+    assert trainer_logs.ingest(lake_root, [run_dir]).values == 5 * 4 + 2
+
+
+def test_folders_with_the_same_name_do_not_collide(tmp_path):
+    for parent in ("x", "y"):
+        (tmp_path / parent / "exp" / "checkpoint-1").mkdir(parents=True)
+        (tmp_path / parent / "exp" / "checkpoint-1" / "trainer_state.json").write_text(_trainer_state(1, 1))
+    lake_root = tmp_path / "lake"
+    trainer_logs.ingest(lake_root, [tmp_path])
+    found = runs(lake_root)
+    assert len(found) == 2 and {r["name"] for r in found.values()} == {"exp"}
+    assert {r["project"] for r in found.values()} == {"x", "y"}
+
+
+# ----------------------------------------------------------------------------------------- console noise
+
+
+def test_trl_console_noise_is_ignored(tmp_path):
+    log = tmp_path / "job" / "grpo_run.log"
+    log.parent.mkdir()
+    log.write_text(
+        "WARNING: something about tokenizers\n"
+        "  0%|          | 0/100 [00:00<?, ?it/s]\r  1%|1         | 1/100 [00:02<03:18,  2.0s/it]\r"
+        "{'loss': 0.0, 'grad_norm': nan, 'reward': '0.5', 'kl': np.float64(0.001), 'epoch': 0.01}\n"
+        "{'model_name': 'Qwen',\n"
+        " 'lr': 1e-06,\n"
+        " {'nested': 1}}\n"
+        " {'loss': 9.9}\n"
+        "config: {'loss': 8.8}\n"
+        "{'status': 'ok'}\n"
+        "{'loss': 0.1, 'reward': '-inf', 'completion_length': 120, 'grad_norm': inf}\n"
+        "{'train_runtime': 12.5, 'train_loss': 0.05, 'epoch': 1.0}\n")
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [tmp_path / "job"])
+    assert report.issues == []
+    run = run_of(lake_root, "grpo_run")
+    got = values_by_step(lake_root, run["run_key"])
+    assert sorted(got) == [1, 2, 3]
+    assert math.isnan(got[1]["grad_norm"][3]) and got[1]["reward"][3] == 0.5 and got[1]["kl"][3] == 0.001
+    assert got[2]["reward"][3] == -math.inf and got[2]["grad_norm"][3] == math.inf
+    assert got[2]["completion_length"][4] == 120 and got[3]["train_runtime"][3] == 12.5
+    assert run["project"] == "job" and json.loads(run["config"]) == {"step_source": "ordinal"}
+
+
+def test_trl_dict_lines_with_a_step_use_it(tmp_path):
+    log = tmp_path / "train_rank0.log"
+    log.write_text("{'loss': 0.5, 'step': 10}\n{'eval_loss': 0.7, 'step': 10}\n{'loss': 0.4, 'step': 20}\n")
+    lake_root = tmp_path / "lake"
+    trainer_logs.ingest(lake_root, [log])
+    run = run_of(lake_root, "train_rank0")
+    got = values_by_step(lake_root, run["run_key"])
+    assert sorted(got) == [10, 20] and set(got[10]) == {"loss", "eval_loss"} and "step" not in got[20]
+    assert json.loads(run["config"]) == {}
+
+
+def test_verl_console_wrappers_noise_and_a_cut_line(tmp_path):
+    head = "step:3 - actor/entropy:np.float64(0.25) - num_turns/max:np.int32(16) - perf/x:np.int64(7)"
+    filler = " - " + " - ".join(f"val-aux/k{i}:np.float64(0.{i:04d})" for i in range(200))
+    cut = (head + filler)[:4096]
+    assert cut.endswith(") - ")  # cut just after a separator: the pair before it is whole
+    cut_mid = ("step:5 - " + "a" * 16 + ":1" + filler)[:4096]
+    assert cut_mid.endswith("np.float64(0.01")  # cut inside a value, as W&B does
+    log = tmp_path / "run" / "output.log"
+    log.parent.mkdir()
+    log.write_text(
+        "Training Progress:   0%|          | 1/100 [00:03<05:00, 3.00s/it]\n"
+        "(\"Initial validation metrics: {'val-core/acc': \"\n"
+        " \"np.float64(0.1)}\")\n"
+        "local_global_step_folder: /ckpt/global_step_2\n"
+        "step:1 - actor/loss:tensor(0.5, device='cuda:0') - actor/kl:nan - flag:True - note:hello world\n"
+        "step:2 - timing_s/step:12.5 - response_length/mean:np.float64(-inf)\n"
+        + cut + "\n"
+        "step:4 - short:1.5\n"
+        + cut_mid + "\n")
+    lake_root = tmp_path / "lake"
+    trainer_logs.ingest(lake_root, [log])
+    run = run_of(lake_root, "run")
+    got = values_by_step(lake_root, run["run_key"])
+    assert sorted(got) == [1, 2, 3, 4, 5] and run["origin"] == "console_verl"
+    assert got[1]["actor/loss"][3] == 0.5 and math.isnan(got[1]["actor/kl"][3])
+    assert got[1]["flag"][6] == "bool" and got[1]["note"][5] == "hello world"
+    assert got[2]["timing_s/step"][3] == 12.5 and got[2]["response_length/mean"][3] == -math.inf
+    complete = cut.split(" - ")[1:-1]
+    assert len(got[3]) == len(complete) and got[3]["num_turns/max"][4] == 16 and got[3]["perf/x"][4] == 7
+    last_whole = complete[-1].split(":", 1)[0]
+    assert last_whole in got[3] and cut.split(" - ")[-1].split(":", 1)[0] not in got[3]
+    assert got[4]["short"][3] == 1.5
+    whole = cut_mid.split(" - ")[1:-1]
+    assert len(got[5]) == len(whole) and whole[-1].split(":", 1)[0] in got[5]
+    assert cut_mid.split(" - ")[-1].split(":", 1)[0] not in got[5]
+
+
+def test_jsonl_step_fields_and_verl_file_logger(tmp_path):
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "verl.jsonl").write_text('{"step": 1, "data": {"actor/entropy": 0.5, "val-core/acc": 0.1}}\n')
+    (folder / "a.jsonl").write_text('{"global_step": 5, "loss": 1.0}\n')
+    (folder / "b.jsonl").write_text('{"_step": 7, "loss": 2.0, "nested": {"x": 1}}\n')
+    (folder / "c.jsonl").write_text('{"train/global_step": 9.0, "train/loss": 3.0}\n')
+    lake_root = tmp_path / "lake"
+    trainer_logs.ingest(lake_root, [folder])
+    rows = {(run_of(lake_root, name)["name"], r[1], r[2]): r[3]
+            for name in ("verl", "a", "b", "c")
+            for r in history(lake_root, f"run_key = '{run_of(lake_root, name)['run_key']}'")}
+    assert rows == {("verl", 1, "actor/entropy"): 0.5, ("verl", 1, "val-core/acc"): 0.1, ("a", 5, "loss"): 1.0,
+                    ("b", 7, "loss"): 2.0, ("b", 7, "nested.x"): 1.0, ("c", 9, "train/loss"): 3.0}
+
+
+def test_ingest_takes_the_source_lock(tmp_path):
+    lake_root = tmp_path / "lake"
+    with lake.ingest_lock(lake_root, trainer_logs.SOURCE), pytest.raises(lake.IngestBusy):
+        trainer_logs.ingest(lake_root, [SNIPPETS])
+    assert trainer_logs.ingest(lake_root, [SNIPPETS]).changed
+
+
+def test_symlinks_and_checkpoint_tokenizer_files_are_not_followed(tmp_path):
+    real = tmp_path / "real"
+    (real / "checkpoint-1").mkdir(parents=True)
+    (real / "checkpoint-1" / "trainer_state.json").write_text(_trainer_state(1, 1))
+    (real / "checkpoint-1" / "merges.txt").write_text("{'loss': 1.0}\n")
+    (real / "checkpoint-1" / "notes.log").write_text("{'loss': 1.0}\n")
+    (tmp_path / "scan").mkdir()
+    (tmp_path / "scan" / "link").symlink_to(real, target_is_directory=True)
+    (tmp_path / "scan" / "file.log").symlink_to(SNIPPETS / "open-r1_issue257.log")
+    assert trainer_logs.discover([tmp_path / "scan"]).count == 0
+    found = trainer_logs.discover([real])
+    assert found.logs == [] and list(found.snapshots) == [str(real.resolve())]
+
+
+def test_a_log_that_shrank_is_read_again_from_the_start(tmp_path):
+    log = tmp_path / "exp" / "metrics.jsonl"
+    log.parent.mkdir()
+    log.write_text("".join(JSONL_LINE.format(n=n) for n in (1, 2, 3)))
+    lake_root = tmp_path / "lake"
+    trainer_logs.ingest(lake_root, [log])
+    log.write_text(JSONL_LINE.format(n=1))  # restarted, same file
+    report = trainer_logs.ingest(lake_root, [log])
+    assert any("shrank" in note for note in report.notes)
+    run = run_of(lake_root, "exp")
+    assert run["history_rows"] == 1 and run["last_step"] == 1
+    assert {r[1] for r in history(lake_root, f"ingest_id = {report.ingest_id}")} == {1}
+
+
+def test_value_text_is_what_json_dumps_writes():
+    for value in (0.1, -0.0, 1e-300, 2.5e17, math.nan, math.inf, -math.inf, 0, -7, 2**64 + 1, True, None, "a\nb",
+                  [1.5, math.nan], {"x": 1}):
+        assert trainer_logs.json_value(value) == json.dumps(value)
+
+
+def test_a_console_log_next_to_trainer_state_is_left_to_the_state_file(tmp_path):
+    out = tmp_path / "out"
+    (out / "checkpoint-2").mkdir(parents=True)
+    (out / "checkpoint-2" / "trainer_state.json").write_text(_trainer_state(2, 2))
+    (out / "train.log").write_text("{'loss': 0.0, 'kl': 0.01, 'reward': 0.1, 'epoch': 0.1}\n")
+    (tmp_path / "other.log").write_text("{'loss': 0.0, 'kl': 0.01}\n")
+    found = trainer_logs.discover([tmp_path])
+    assert [p.name for p, _kind in found.logs] == ["other.log"] and list(found.snapshots) == [str(out.resolve())]
