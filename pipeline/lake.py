@@ -78,7 +78,22 @@ ISSUES_SCHEMA = pa.schema(
     ]
 )
 
-TABLES = {"history": HISTORY_SCHEMA, "runs": RUNS_SCHEMA, "ingest_issues": ISSUES_SCHEMA}
+EVENTS_SCHEMA = pa.schema(
+    [
+        ("dataset", pa.string()),
+        ("time", pa.timestamp("us", tz="UTC")),  # the event's _time
+        ("event", pa.string()),
+        ("service", pa.string()),
+        ("rollout_id", pa.string()),
+        ("run_name", pa.string()),
+        ("fields", pa.string()),  # JSON object of every other field, names exactly as the producer sent them
+        ("event_id", pa.string()),  # Axiom's _rowId when present, else a hash of the event's content
+        ("ingest_id", pa.int64()),
+        ("file_offset", pa.int64()),  # byte offset in an NDJSON file; null for events read from the API
+    ]
+)
+
+TABLES = {"history": HISTORY_SCHEMA, "runs": RUNS_SCHEMA, "ingest_issues": ISSUES_SCHEMA, "events": EVENTS_SCHEMA}
 # Measured on 2M history values: zstd/snappy with every column dictionary-encoded and with statistics took
 # 0.35 s to write; lz4, dictionaries only where values repeat and statistics only where queries filter: 0.2 s.
 PARQUET_OPTIONS = {
