@@ -24,11 +24,13 @@ SOURCES: dict[str, Source] = {
     "wandb_offline": Source("wandb offline", "GRPOLENS_WANDB_DIRS", "wandb_dirs", "pipeline.sources.wandb_offline"),
     "trainer_log": Source("trainer logs", "GRPOLENS_TRAINER_LOGS", "trainer_logs", "pipeline.sources.trainer_logs"),
 }
+# Sources of events only; their lake folders must exist for dbt even before they are wired in.
+EVENT_SOURCES = ("axiom", "event_files")
 
 
 def ensure_lake(settings: Settings) -> None:
     """Every source's folders exist (with their zero-row schema files) so dbt can read all of them."""
-    for name in SOURCES:
+    for name in (*SOURCES, *EVENT_SOURCES):
         lake.ensure_layout(settings.lake, name)
 
 

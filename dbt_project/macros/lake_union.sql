@@ -1,6 +1,6 @@
-{% macro lake_union(table) %}
+{% macro lake_union(table, sources=none) %}
 {#- Every ingest source's part of one lake table, matched by column name (a source may add columns). -#}
-{%- for name in var('lake_sources') %}
+{%- for name in (sources if sources is not none else var('lake_sources')) %}
     {% if not loop.first %}union all by name{% endif %}
     select * from {{ source('lake', name ~ '_' ~ table) }}
 {%- endfor %}

@@ -1,5 +1,5 @@
 with source as (
-    {{ lake_union('ingest_issues') }}
+    {{ lake_union('ingest_issues', var('lake_sources') + var('event_sources')) }}
 ),
 
 final as (
