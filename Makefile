@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 export GRPOLENS_HOME ?= $(CURDIR)/warehouse
 export GRPOLENS_WANDB_DIRS ?= $(GRPOLENS_HOME)/demo_runs
 export GRPOLENS_TRAINER_LOGS ?= $(GRPOLENS_HOME)/demo_trainer_logs
+export GRPOLENS_EVENT_FILES ?= $(GRPOLENS_HOME)/demo_events
 
 .PHONY: setup demo test ui bench manifest clean
 

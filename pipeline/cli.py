@@ -156,7 +156,7 @@ def cmd_sql(args, settings: Settings) -> int:
 def cmd_demo(args, settings: Settings) -> int:
     from pipeline.demo import run_demo
 
-    run_demo(settings, scale=args.scale, progress=_say)
+    run_demo(settings, scale=args.scale, progress=_say, axiom_emulator=args.axiom_emulator)
     return 0
 
 
@@ -179,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("ingest", help="read new data from the configured sources into the lake")
-    p.add_argument("--source", action="append", choices=["wandb_offline", "trainer_log"],
+    p.add_argument("--source", action="append", choices=["wandb_offline", "trainer_log", "axiom", "event_files"],
                    help="only this source (repeatable)")
     p.set_defaults(func=cmd_ingest)
 
@@ -210,6 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="write sample runs with wandb offline, ingest and build them, print a summary")
     p.add_argument("--scale", type=float, default=1.0, help="multiply the runs' lengths (default 1.0)")
+    p.add_argument("--axiom-emulator", action="store_true",
+                   help="serve the sample events from a local Axiom emulator and read them through the API client")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("ui", help="start the Dagster UI (dagster dev) on this project")

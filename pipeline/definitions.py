@@ -4,17 +4,17 @@ import dagster as dg
 
 from pipeline.assets.dbt import grpolens_dbt_assets
 from pipeline.assets.health import anomalies, health_checks
-from pipeline.assets.ingestion import trainer_log_lake, wandb_offline_lake
+from pipeline.assets.ingestion import LAKE_ASSETS
 from pipeline.jobs import refresh_job
 from pipeline.resources import dbt_resource, grpolens_resource
 from pipeline.schedules import refresh_schedule
-from pipeline.sensors import trainer_log_files_sensor, wandb_offline_files_sensor
+from pipeline.sensors import FILE_SENSORS
 
 defs = dg.Definitions(
-    assets=[wandb_offline_lake, trainer_log_lake, grpolens_dbt_assets, anomalies],
+    assets=[*LAKE_ASSETS.values(), grpolens_dbt_assets, anomalies],
     asset_checks=health_checks,
     jobs=[refresh_job],
-    sensors=[wandb_offline_files_sensor, trainer_log_files_sensor],
+    sensors=list(FILE_SENSORS.values()),
     schedules=[refresh_schedule],
     resources={"grpolens": grpolens_resource(), "dbt": dbt_resource()},
     # One process: DuckDB admits one writer, and the steps of a refresh are sequential anyway.

@@ -6,6 +6,7 @@ import json
 import random
 import time
 from dataclasses import replace
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable
 
@@ -15,7 +16,11 @@ from pipeline.ingest import ingest
 from pipeline.settings import Settings
 
 
-def run_demo(settings: Settings, scale: float = 1.0, progress: Callable[[str], None] = print) -> None:
+def run_demo(settings: Settings, scale: float = 1.0, progress: Callable[[str], None] = print,
+             axiom_emulator: bool = False) -> None:
+    """Sample runs and events, ingested and built. Events come from NDJSON files, or with ``axiom_emulator``
+    through the real Axiom client against the emulator on 127.0.0.1 (the API path end to end)."""
+    from pipeline.demo_events import write_demo_events
     from pipeline.demo_runs import write_demo_runs
 
     started = time.perf_counter()
@@ -29,8 +34,25 @@ def run_demo(settings: Settings, scale: float = 1.0, progress: Callable[[str], N
         progress(f"wrote {len(runs)} runs")
         write_trainer_state(logs / "trl-qwen-gsm8k-no-wandb", steps=max(30, int(120 * scale)))
         progress(f"wrote a Hugging Face trainer_state.json run (no W&B) into {logs}")
+    events = settings.home / "demo_events" / "diplomacy.ndjson"
+    if not events.exists():
+        hours = max(1.0, 6 * scale)
+        events.parent.mkdir(parents=True, exist_ok=True)
+        truth = write_demo_events(events, datetime.now(timezone.utc) - timedelta(hours=hours), hours=hours)
+        progress(f"wrote {sum(truth['counts'].values())} trainer events (slow rollouts, an error burst, "
+                 f"extraction failures) into {events}")
     settings = replace(settings, wandb_dirs=_with(settings.wandb_dirs, out), trainer_logs=_with(settings.trainer_logs, logs))
+    if not axiom_emulator:
+        settings = replace(settings, event_files=_with(settings.event_files, events.parent))
     ingest(settings, progress=progress)
+    if axiom_emulator:
+        from pipeline.demo_events import serve_demo_events
+        from pipeline.sources import axiom
+
+        with serve_demo_events(events) as (url, token):
+            progress(f"serving the events from the Axiom emulator at {url}")
+            for line in axiom.ingest(settings.lake, ["diplomacy"], progress, url=url, token=token).lines():
+                progress(line)
     warehouse.build(settings, progress=progress, stamp=False)
     outcomes = check_warehouse(settings)
     warehouse.stamp_build(settings)
@@ -81,7 +103,7 @@ def summary(settings: Settings) -> str:
         lines.append("")
         lines.append("Rows: " + ", ".join(
             f"{table} {con.sql(f'select count(*) from {table}').fetchone()[0]}"
-            for table in ("runs", "history", "metrics", "elo_ratings", "elo_gap")
+            for table in ("runs", "history", "metrics", "elo_ratings", "elo_gap", "events")
         ))
         lines.append("")
         lines.append("Elo gap, best checkpoint − base_model, at each league run's last step:")
@@ -96,6 +118,17 @@ def summary(settings: Settings) -> str:
             lines.append(f"  {name:<24} step {step:>4}: {gap:+.1f}{error} Elo (best: {best})")
         if not gaps:
             lines.append("  (no league runs)")
+        health = con.sql("""select h.status, h.error_rate, h.completion_rate, r.duration_p95_s, t.trajectories_per_hour,
+                                   e.full_share
+                            from health h
+                            left join rollout_timing r on r.dataset = h.dataset and r.grain = 'overall'
+                            left join throughput t on t.dataset = h.dataset and t.grain = 'overall'
+                            left join extraction e on e.dataset = h.dataset and e.grain = 'overall'
+                            where h.grain = 'overall'""").fetchall()
+        for status, errors, completion, p95, per_hour, full in health:
+            lines.append("")
+            lines.append(f"Rollout pipeline (events): {status}, error rate {errors:.1%}, completion {completion:.1%}, "
+                         f"p95 rollout {p95:.0f}s, {per_hour:.0f} trajectories/hour, {full:.1%} orders fully extracted")
         lines += [
             "",
             f"Warehouse: {settings.duckdb_path}",

@@ -16,40 +16,48 @@ class Source:
 
     label: str
     variable: str  # the environment variable that configures it
-    setting: str  # the Settings attribute holding its roots
+    setting: str  # the Settings attribute holding its roots (folders, or Axiom dataset names)
     module: str
+    tables: tuple[str, ...] = ("runs", "history", "ingest_issues")  # the lake tables it writes
 
 
 SOURCES: dict[str, Source] = {
     "wandb_offline": Source("wandb offline", "GRPOLENS_WANDB_DIRS", "wandb_dirs", "pipeline.sources.wandb_offline"),
     "trainer_log": Source("trainer logs", "GRPOLENS_TRAINER_LOGS", "trainer_logs", "pipeline.sources.trainer_logs"),
+    "axiom": Source("axiom", "AXIOM_TOKEN", "axiom_datasets", "pipeline.sources.axiom", ("events", "ingest_issues")),
+    "event_files": Source("event files", "GRPOLENS_EVENT_FILES", "event_files", "pipeline.sources.event_files",
+                          ("events", "ingest_issues")),
 }
-# Sources of events only; their lake folders must exist for dbt even before they are wired in.
-EVENT_SOURCES = ("axiom", "event_files")
 
 
 def ensure_lake(settings: Settings) -> None:
     """Every source's folders exist (with their zero-row schema files) so dbt can read all of them."""
-    for name in (*SOURCES, *EVENT_SOURCES):
+    for name in SOURCES:
         lake.ensure_layout(settings.lake, name)
+
+
+def ingest_source(settings: Settings, name: str, progress: Callable[[str], None] | None = None):
+    """One source's ingest report, or None when the source is not configured (after saying so)."""
+    say = progress or (lambda _msg: None)
+    if name not in SOURCES:
+        raise ValueError(f"unknown source {name!r}; known: {', '.join(SOURCES)}")
+    source = SOURCES[name]
+    roots = getattr(settings, source.setting)
+    if not roots:
+        say(f"{source.label}: skipped: {source.variable} is not set")
+        return None
+    options = {}
+    if name == "axiom" and settings.event_files:
+        # The same events may also arrive as NDJSON: identify them by content on both paths, so staging's
+        # de-duplication on event_id sees one event once (Axiom's _rowId exists only on the API path).
+        options["use_row_ids"] = False
+    report = importlib.import_module(source.module).ingest(settings.lake, roots, progress=say, **options)
+    for line in report.lines():
+        say(line)
+    return report
 
 
 def ingest(settings: Settings, sources: tuple[str, ...] = tuple(SOURCES),
            progress: Callable[[str], None] | None = None) -> dict[str, object]:
-    """Returns each source's report (or the reason it was skipped), in order."""
-    say = progress or (lambda _msg: None)
-    reports: dict[str, object] = {}
-    for name in sources:
-        if name not in SOURCES:
-            raise ValueError(f"unknown source {name!r}; known: {', '.join(SOURCES)}")
-        source = SOURCES[name]
-        roots = getattr(settings, source.setting)
-        if not roots:
-            reports[name] = f"skipped: {source.variable} is not set"
-            say(f"{source.label}: {reports[name]}")
-            continue
-        report = importlib.import_module(source.module).ingest(settings.lake, roots, progress=say)
-        reports[name] = report
-        for line in report.lines():
-            say(line)
-    return reports
+    """Each source's report (None for a source that is not configured), in order."""
+    return {name: ingest_source(settings, name, progress) for name in sources}

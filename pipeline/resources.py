@@ -18,9 +18,12 @@ class GrpolensResource(dg.ConfigurableResource):
     home: str = "warehouse"
     wandb_dirs: str = ""
     trainer_logs: str = ""
+    axiom_datasets: str = ""  # comma-separated; set only when AXIOM_TOKEN is (the client reads the token itself)
+    event_files: str = ""
 
     def settings(self) -> Settings:
-        return Settings.from_values(self.home, self.wandb_dirs, self.trainer_logs)
+        return Settings.from_values(self.home, self.wandb_dirs, self.trainer_logs, self.axiom_datasets,
+                                    self.event_files)
 
 
 def _env(name: str, default: str) -> str | dg.EnvVar:
@@ -29,8 +32,10 @@ def _env(name: str, default: str) -> str | dg.EnvVar:
 
 
 def grpolens_resource() -> GrpolensResource:
+    datasets = (os.environ.get("GRPOLENS_AXIOM_DATASETS") or "diplomacy") if os.environ.get("AXIOM_TOKEN") else ""
     return GrpolensResource(home=_env("GRPOLENS_HOME", "warehouse"), wandb_dirs=_env("GRPOLENS_WANDB_DIRS", ""),
-                            trainer_logs=_env("GRPOLENS_TRAINER_LOGS", ""))
+                            trainer_logs=_env("GRPOLENS_TRAINER_LOGS", ""), axiom_datasets=datasets,
+                            event_files=_env("GRPOLENS_EVENT_FILES", ""))
 
 
 def dbt_resource() -> DbtCliResource:

@@ -34,5 +34,6 @@ def files_sensor(name: str) -> dg.SensorDefinition:
     return _sensor
 
 
-wandb_offline_files_sensor = files_sensor("wandb_offline")
-trainer_log_files_sensor = files_sensor("trainer_log")
+# Every file-based source has one; Axiom is polled by the refresh schedule.
+FILE_SENSORS = {name: files_sensor(name) for name in SOURCES
+                if hasattr(importlib.import_module(SOURCES[name].module), "pending_files")}

@@ -20,17 +20,23 @@ class Settings:
     home: Path
     wandb_dirs: tuple[Path, ...] = ()
     trainer_logs: tuple[Path, ...] = ()
+    axiom_datasets: tuple[str, ...] = ()  # empty when AXIOM_TOKEN is unset: the source is not configured
+    event_files: tuple[Path, ...] = ()
 
     @classmethod
     def from_env(cls, home: str | os.PathLike | None = None) -> "Settings":
+        datasets = os.environ.get("GRPOLENS_AXIOM_DATASETS") or "diplomacy"
         return cls.from_values(home or os.environ.get("GRPOLENS_HOME"), os.environ.get("GRPOLENS_WANDB_DIRS"),
-                               os.environ.get("GRPOLENS_TRAINER_LOGS"))
+                               os.environ.get("GRPOLENS_TRAINER_LOGS"),
+                               datasets if os.environ.get("AXIOM_TOKEN") else "", os.environ.get("GRPOLENS_EVENT_FILES"))
 
     @classmethod
-    def from_values(cls, home: str | os.PathLike | None, wandb_dirs: str | None,
-                    trainer_logs: str | None = None) -> "Settings":
+    def from_values(cls, home: str | os.PathLike | None, wandb_dirs: str | None, trainer_logs: str | None = None,
+                    axiom_datasets: str | None = None, event_files: str | None = None) -> "Settings":
         home_path = Path(home or "warehouse").expanduser().resolve()
-        return cls(home=home_path, wandb_dirs=tuple(_paths(wandb_dirs)), trainer_logs=tuple(_paths(trainer_logs)))
+        datasets = tuple(d.strip() for d in (axiom_datasets or "").split(",") if d.strip())
+        return cls(home=home_path, wandb_dirs=tuple(_paths(wandb_dirs)), trainer_logs=tuple(_paths(trainer_logs)),
+                   axiom_datasets=datasets, event_files=tuple(_paths(event_files)))
 
     @property
     def lake(self) -> Path:

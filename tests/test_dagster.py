@@ -6,11 +6,11 @@ import dagster as dg
 
 from pipeline import warehouse
 from pipeline.assets.dbt import grpolens_dbt_assets
-from pipeline.assets.ingestion import wandb_offline_lake
+from pipeline.assets.ingestion import LAKE_ASSETS
 from pipeline.checks import load_checks
 from pipeline.definitions import defs
 from pipeline.resources import GrpolensResource, dbt_resource
-from pipeline.sensors import wandb_offline_files_sensor
+from pipeline.sensors import FILE_SENSORS
 from pipeline.settings import Settings
 from pipeline.sources import wandb_offline
 from tests.conftest import LENGTH_COLLAPSE
@@ -36,7 +36,7 @@ def test_definitions_load_with_assets_checks_sensor_and_schedule():
 def test_materialize_everything_on_the_real_run(tmp_path):
     home = tmp_path / "home"
     resource = GrpolensResource(home=str(home), wandb_dirs=str(LENGTH_COLLAPSE))
-    result = dg.materialize([wandb_offline_lake, grpolens_dbt_assets],
+    result = dg.materialize([LAKE_ASSETS["wandb_offline"], grpolens_dbt_assets],
                             resources={"grpolens": resource, "dbt": dbt_resource()},
                             instance=dg.DagsterInstance.ephemeral())
     assert result.success
@@ -56,8 +56,8 @@ def test_materialize_everything_on_the_real_run(tmp_path):
 def test_sensor_requests_a_run_for_new_or_grown_files_only(tmp_path):
     home = tmp_path / "home"
     resource = GrpolensResource(home=str(home), wandb_dirs=str(LENGTH_COLLAPSE))
-    first = wandb_offline_files_sensor(dg.build_sensor_context(resources={"grpolens": resource}))
+    first = FILE_SENSORS["wandb_offline"](dg.build_sensor_context(resources={"grpolens": resource}))
     assert isinstance(first, dg.RunRequest)
     wandb_offline.ingest(Settings(home=home).lake, [LENGTH_COLLAPSE])
-    after = wandb_offline_files_sensor(dg.build_sensor_context(resources={"grpolens": resource}))
+    after = FILE_SENSORS["wandb_offline"](dg.build_sensor_context(resources={"grpolens": resource}))
     assert isinstance(after, dg.SkipReason) and "no new" in after.skip_message

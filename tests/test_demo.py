@@ -34,6 +34,13 @@ def test_demo_writes_ingests_builds_and_summarises(demo):
         trl_metrics = {m for (m,) in con.sql("""select distinct metric from metrics join runs using (run_key)
                                                  where source = 'trainer_log'""").fetchall()}
         assert {"reward_mean", "kl", "response_length_mean", "grad_norm"} <= trl_metrics
+        # the sample events went through the NDJSON source into the pipeline-performance marts
+        truth_events = sum(1 for _ in open(settings.home / "demo_events" / "diplomacy.ndjson"))
+        assert con.sql("select count(*) from events").fetchone()[0] == truth_events
+        p95, completed = con.sql("select duration_p95_s, rollouts_completed from rollout_timing where grain = 'overall'").fetchone()
+        assert p95 > 0 and completed > 10
+        assert con.sql("select count(*) from extraction where grain = 'power'").fetchone()[0] == 7  # seven powers
+        assert con.sql("select status from health where grain = 'overall'").fetchone()[0] in ("healthy", "degraded", "unhealthy")
         frameworks = con.sql("""select distinct a.framework from metrics m
                                 join metric_aliases a on a.source_key = m.source_key""").fetchall()
         assert {f for (f,) in frameworks} == {"diplomacy", "trl", "verl"}
