@@ -376,14 +376,19 @@ def main(argv: list[str] | None = None) -> int:
                           mem_repeats)
     say("3. refresh")
     refresh = bench_refresh(*folders[small["name"]], repeats)
+    say("4. events")
+    from benchmarks.events import bench_events, print_events
+
+    events = bench_events(repeats, args.quick)
     profile = profile_ingest(folders[big["name"]][0]) if args.profile else None
     shutil.rmtree(SCRATCH, ignore_errors=True)
 
     res = {"mode": "quick" if args.quick else "full", "cpus": os.cpu_count(), "python": platform.python_version(),
            "data_sets": data_sets, "throughput": throughput, "memory": memory,
-           "memory_summary": memory_summary(memory), "refresh": refresh,
+           "memory_summary": memory_summary(memory), "refresh": refresh, "events": events,
            "total_s": time.perf_counter() - started}
     print_report(res)
+    print_events(events)
     if profile:
         print("cProfile of one in-process ingest of the throughput set (top by own time):")
         print(profile)
