@@ -37,12 +37,17 @@ REFERENCE_SEEDS = {"base_model": 1000, "chaos_bot": 900, "defensive_bot": 950, "
                    "coordinated_bot": 1000, "dumb_bot": 850}
 # Hidden "true" strength the references drift to as a learning policy exploits them. Ratings are relative and lag
 # the truth, so these are tuned (not observed) to make the logged ratings land where the reference doc's expectations
-# are: scripted bots near 800, base_model slightly down, gap best checkpoint - base_model ~50 at 50 steps, ~100 at 200.
-EXPLOITED_ELO = {p: elo - (120 if p == "base_model" else 330) for p, elo in REFERENCE_SEEDS.items()}
+# are: scripted bots near 800, and base_model visibly down after 200 steps (~40-90 Elo below its seed, at least its
+# ~40 Elo sigma: "if the policy learns, the fixed references' ratings fall"). In this league a new checkpoint joins at
+# 1000 and the established base_model moves slowly, so its absolute decline is only a fraction of the policy's true
+# gain; the gap best checkpoint - base_model therefore runs ahead (~50-100 at 50 steps, ~130-180 at 200, the upper
+# end of the reference's expectations). A smaller base_model drop (it was 120) left base_model's rating flat or
+# rising in a learning run, indistinguishable from a stalled one.
+EXPLOITED_ELO = {p: elo - (250 if p == "base_model" else 330) for p, elo in REFERENCE_SEEDS.items()}
 SIGMA0, BETA = 25 / 3, 25 / 6  # TrueSkill defaults
 TAU = 25 / 150  # larger than the default 25/300 so ratings keep tracking players whose strength drifts
 NEW_CHECKPOINT_SIGMA = SIGMA0 / 3  # narrower than a stranger's 8.33, so one lucky game cannot throw it 200 points
-CHECKPOINT_GAIN = 20  # extra true Elo of a checkpoint taken at the end of training
+CHECKPOINT_GAIN = 0  # extra true Elo of a checkpoint taken at the end of training (the base_model drop carries it)
 GAMES_PER_STEP = 8  # one step's 64 trajectories are several games among the same few players
 
 
@@ -276,7 +281,9 @@ def _league_specs(seed: int, scale: float) -> list[_Spec]:
             problems = []
         else:  # rises during warm-up, then stalls: the policy stops improving and Elo gap stays flat
             reward = 0.20 + 0.15 * _ramp(n, 0, warm) + rng.normal(0, 0.02, n)
-            problems = [Problem("reward_plateau", warm, None, "benchmark/reward_mean")]
+            # its league never learns: base_model's rating never falls below its seed
+            problems = [Problem("reward_plateau", warm, None, "benchmark/reward_mean"),
+                        Problem("elo_base_model_not_declining", 0, None, "elo/base_model")]
         curves = {"reward": reward, "kl": 0.012 + 0.018 * progress + np.abs(_ar1(rng, n, 0.003)),
                   "clip": 0.06 + 0.04 * progress, "grad": _grad(rng, n, 1.2),
                   "extraction": np.clip(0.975 + rng.normal(0, 0.006, n), 0, 0.995)}
@@ -312,7 +319,11 @@ def _sweep_specs(seed: int, scale: float) -> list[_Spec]:
             clip = 0.12 + 0.30 * _ramp(n, int(0.35 * n), int(0.5 * n))
             ext = 0.975 - 0.12 * _ramp(n, int(0.55 * n), int(0.35 * n))
             grad = 3.0
-            problems += [Problem("kl_drift", int(0.3 * n), None, "kl/mean"),
+            # the fast gains are over once the reward is within its noise (0.05) of where it levels off: from
+            # then on it does not improve any more (flat, then slowly down)
+            problems += [Problem("reward_plateau", _first(0.25 * (1 - _sat(n, 0.12)) < 0.05), None,
+                                 "benchmark/reward_mean"),
+                         Problem("kl_drift", int(0.3 * n), None, "kl/mean"),
                          Problem("clip_fraction_high", _first(clip > 0.3), None, "ppo/clip_fraction"),
                          Problem("extraction_rate_low", _first(ext < 0.95), None, "extraction/rate")]
         noise = 0.02 if i == 0 else 0.03 + 0.02 * (i == 3)
@@ -353,7 +364,9 @@ def _trl_specs(seed: int, scale: float) -> list[_Spec]:
             fmt = 0.10 + 0.90 * _sat(n, 0.4)
             acc = 0.30 - 0.06 * _ramp(n, h, n - h)
             eval_acc = 0.31 - 0.05 * _ramp(n, h, n - h)
-            problems.append(Problem("reward_hacking", h + 1, None, "train/reward"))
+            problems += [Problem("reward_hacking", h + 1, None, "train/reward"),
+                         # the format term carries the reward from the first step while accuracy never improves
+                         Problem("reward_component_dominant", 1, None, "train/rewards/format_reward/mean")]
         elif name == "trl-zero-variance":  # the model saturates the easy set: most groups all-correct
             z = int(0.5 * n)
             acc = np.where(np.arange(n) < z, 0.45 + 0.45 * _sat(n, 0.2), 0.45 + 0.45 * _sat(n, 0.2)[z])
@@ -538,6 +551,9 @@ def write_demo_runs(out_dir: str | Path, seed: int = 7, scale: float = 1.0,
         if progress is not None:
             progress(f"wrote {spec.run.project}/{spec.run.name} ({spec.run.run_id}): {len(spec.rows)} rows, "
                      f"{len(spec.run.problems)} labelled problems")
+    import wandb
+
+    wandb.teardown()  # finish() can return before wandb-core has written the tail of the last run's file
     runs = [s.run for s in specs]
     (out / "labels.json").write_text(json.dumps([asdict(r) for r in runs], indent=2) + "\n")
     return runs

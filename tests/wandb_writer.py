@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Iterable
 
@@ -22,7 +23,32 @@ def write_run(root: Path, rows: Iterable[dict | tuple[dict, dict]], *, run_id: s
     folder = Path(run.dir).parent
     if finish:
         run.finish(exit_code=exit_code)
+        wait_until_written(folder)
     return folder
+
+
+def wait_until_written(folder: Path, timeout: float = 30.0) -> None:
+    """run.finish() can return before wandb's writer process has flushed the file's end (seen on a loaded
+    machine): wait until the exit record is on disk, so a test reads the run the way it was logged."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    from pipeline.sources import wandb_log
+
+    deadline = time.monotonic() + timeout
+    while True:
+        path = next(folder.glob("run-*.wandb"), None)
+        if path is not None:
+            with open(path, "rb") as fh:
+                try:
+                    wandb_log.check_header(fh)
+                    records = wandb_log.read_records(fh, 0, wandb_log.ReadResult())
+                    if any(pb.Record.FromString(data).WhichOneof("record_type") == "exit" for _, data in records):
+                        return
+                except wandb_log.NotAWandbFile:
+                    pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"wandb did not finish writing {folder} within {timeout}s")
+        time.sleep(0.05)
 
 
 def run_file(folder: Path) -> Path:

@@ -54,5 +54,5 @@ select
     lowest as value,
     $floor as threshold,
     printf('entropy fell from %.3g to %.3g from step %d (%d logged steps below %.3g); raise the sampling '
-           || 'temperature or add an entropy bonus', early_entropy, lowest, onset, steps_low, $floor) as message
+           || 'temperature or add an entropy bonus', early_entropy, lowest, onset, steps_low, $floor::double) as message
 from stretches

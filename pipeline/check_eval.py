@@ -1,0 +1,277 @@
+"""Score the anomaly checks against the demo runs' ground truth: precision, recall and detection delay per check.
+
+The demo (``pipeline.demo_runs``) injects known problems into otherwise healthy, noisy runs and writes them to
+``labels.json``. This module matches what ``sql/checks`` flags against those labels:
+
+- a flag on a run that has a label for that check counts as a true positive, unless it starts more than
+  ``TOLERANCE`` steps before the labelled onset (a flag that early saw something that was not there yet: a false
+  positive); the label is then detected, and its delay is the first such flag's onset minus the labelled onset;
+- a flag on a run without a label for that check is a false positive (every severity counts: an ``info`` row on a
+  healthy run is still a claim that something is off);
+- a label that no flag matched is a false negative.
+Precision is true-positive flags over all flags; recall is detected labels over all labels.
+
+Step spaces. The warehouse ``step`` is W&B's ``_step``. Labels are in the trainer's own step (see demo_runs): for
+the Diplomacy and verl runs the two agree (they log with ``step=``), but TRL logs without ``step=`` and writes its
+evaluation rows as separate W&B rows, so ``_step`` runs ahead of ``train/global_step``. Labels are mapped into
+W&B steps here, through the trainer step counter each run logs in ``history`` (``train/global_step``,
+``training/global_step``, ``global_step``): a trainer step maps to the first W&B step at which the counter reached
+it. A run without such a counter keeps its label steps as they are.
+
+``python -m pipeline.check_eval`` writes the demo into a fresh temporary home, ingests, builds, runs every check
+read-only and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TOLERANCE = 5  # a flag may start this many steps before the labelled onset and still count
+STEP_COUNTERS = ("train/global_step", "training/global_step", "global_step")
+
+
+@dataclass
+class _Label:
+    run_key: str
+    check: str
+    onset: int
+    end: int | None
+    metric: str
+    flag_step: int | None = None  # onset of the first matching flag
+
+
+@dataclass
+class CheckScore:
+    check: str
+    labels: int = 0
+    flags: int = 0
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+    delays: list[int] = field(default_factory=list)
+    error: str | None = None
+    false_alarms: list[str] = field(default_factory=list)
+    missed: list[str] = field(default_factory=list)
+
+    @property
+    def precision(self) -> float | None:
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else None
+
+    @property
+    def recall(self) -> float | None:
+        return (self.labels - self.fn) / self.labels if self.labels else None
+
+    @property
+    def median_delay(self) -> float | None:
+        return statistics.median(self.delays) if self.delays else None
+
+    def as_dict(self) -> dict:
+        return {"check": self.check, "labels": self.labels, "flags": self.flags, "true_positives": self.tp,
+                "false_positives": self.fp, "false_negatives": self.fn, "precision": self.precision,
+                "recall": self.recall, "median_delay": self.median_delay, "error": self.error,
+                "false_alarms": self.false_alarms, "missed": self.missed}
+
+
+def step_maps(con, run_keys: Iterable[str]) -> dict[str, list[tuple[float, int]]]:
+    """Per run, (trainer step counter value, first W&B step with that value), sorted; empty without a counter."""
+    keys = sorted(set(run_keys))
+    if not keys:
+        return {}
+    counters = ", ".join(f"'{c}'" for c in STEP_COUNTERS)
+    rows = con.execute(
+        f"""
+        with counter as (
+            select run_key, key, step, value
+            from history
+            where key in ({counters}) and isfinite(value) and run_key in (select unnest($keys))
+        ),
+        chosen as (  -- one counter per run, the first in STEP_COUNTERS order that it logs
+            select run_key, arg_min(key, list_position([{counters}], key)) as key
+            from counter group by run_key
+        )
+        select c.run_key, c.value, min(c.step) as step
+        from counter as c join chosen using (run_key, key)
+        group by c.run_key, c.value
+        order by c.run_key, c.value
+        """,
+        {"keys": keys},
+    ).fetchall()
+    out: dict[str, list[tuple[float, int]]] = {k: [] for k in keys}
+    for run_key, value, step in rows:
+        out[run_key].append((float(value), int(step)))
+    return out
+
+
+def to_wandb_step(mapping: list[tuple[float, int]], trainer_step: int | None) -> int | None:
+    """The first W&B step at which the trainer counter reached ``trainer_step`` (its last step if it never did)."""
+    if trainer_step is None or not mapping:
+        return trainer_step
+    for value, step in mapping:
+        if value >= trainer_step:
+            return step
+    return mapping[-1][1]
+
+
+def _run_keys(con, labels: list[dict]) -> dict[str, str]:
+    """Label run name -> warehouse run_key, matched on (project, run_id) and falling back to the name."""
+    rows = con.sql("select run_key, project, run_id, name from runs").fetchall()
+    by_id = {(project, run_id): key for key, project, run_id, _ in rows}
+    by_name: dict[str, list[str]] = {}
+    for key, _, _, name in rows:
+        by_name.setdefault(name, []).append(key)
+    out = {}
+    for run in labels:
+        key = by_id.get((run.get("project"), run.get("run_id")))
+        if key is None and len(by_name.get(run["name"], [])) == 1:
+            key = by_name[run["name"]][0]
+        if key is not None:
+            out[run["name"]] = key
+    return out
+
+
+def evaluate(con, labels: list[dict], outcomes) -> list[dict]:
+    """Per check: labels, flags, TP/FP/FN, precision, recall, median delay (flag onset - labelled onset, in W&B
+    steps). ``labels`` is the content of the demo's labels.json; ``outcomes`` what ``run_checks`` returned. Only
+    the labelled runs are scored (a warehouse may hold other runs, about which nothing is known). The last row,
+    check ``TOTAL``, sums every check."""
+    keys = _run_keys(con, labels)
+    names = {key: name for name, key in keys.items()}
+    maps = step_maps(con, keys.values())
+    truth: dict[tuple[str, str], list[_Label]] = {}
+    for run in labels:
+        key = keys.get(run["name"])
+        if key is None:
+            continue
+        for p in run.get("problems", []):
+            label = _Label(key, p["check"], to_wandb_step(maps[key], p["onset_step"]),
+                           to_wandb_step(maps[key], p.get("end_step")), p.get("metric", ""))
+            truth.setdefault((key, label.check), []).append(label)
+
+    scores: dict[str, CheckScore] = {}
+    for outcome in outcomes:
+        name = outcome.check.name
+        score = scores.setdefault(name, CheckScore(name))
+        score.error = outcome.error
+        for row in sorted(outcome.rows, key=lambda r: (r["run_key"], r["step"] if r["step"] is not None else -1)):
+            if row["run_key"] not in names:
+                continue
+            score.flags += 1
+            step = row["step"] if row["step"] is not None else 0
+            candidates = [lb for lb in truth.get((row["run_key"], name), []) if step >= lb.onset - TOLERANCE]
+            if not candidates:
+                score.fp += 1
+                score.false_alarms.append(f"{names[row['run_key']]}@{row['step']}")
+                continue
+            score.tp += 1
+            label = min(candidates, key=lambda lb: abs(step - lb.onset))
+            if label.flag_step is None:
+                label.flag_step = step
+    for (key, check), found in truth.items():
+        score = scores.setdefault(check, CheckScore(check))
+        for label in found:
+            score.labels += 1
+            if label.flag_step is None:
+                score.fn += 1
+                score.missed.append(f"{names[key]}@{label.onset}")
+            else:
+                score.delays.append(label.flag_step - label.onset)
+
+    ordered = [scores[name] for name in sorted(scores)]
+    total = CheckScore("TOTAL")
+    for s in ordered:
+        total.labels += s.labels
+        total.flags += s.flags
+        total.tp += s.tp
+        total.fp += s.fp
+        total.fn += s.fn
+        total.delays += s.delays
+        total.error = total.error or (f"{s.check}: {s.error}" if s.error else None)
+    return [s.as_dict() for s in ordered + [total]]
+
+
+def format_table(results: list[dict]) -> str:
+    def num(value, fmt="{:.2f}"):
+        return "-" if value is None else fmt.format(value)
+
+    header = (f"{'check':<30} {'labels':>6} {'flags':>5} {'TP':>4} {'FP':>4} {'FN':>4} {'precision':>9} "
+              f"{'recall':>6} {'delay':>6}  notes")
+    lines = [header]
+    for r in results:
+        if r["check"] == "TOTAL":
+            lines.append("-" * len(lines[0]))
+        notes = []
+        if r["error"]:
+            notes.append(f"ERROR {r['error']}")
+        if r["false_alarms"]:
+            more = " …" if len(r["false_alarms"]) > 6 else ""
+            notes.append("false alarms: " + ", ".join(r["false_alarms"][:6]) + more)
+        if r["missed"]:
+            notes.append("missed: " + ", ".join(r["missed"]))
+        if r["check"] == "TOTAL":
+            notes = [n for n in notes if n.startswith("ERROR")]
+        lines.append(f"{r['check']:<30} {r['labels']:>6} {r['flags']:>5} {r['true_positives']:>4} "
+                     f"{r['false_positives']:>4} {r['false_negatives']:>4} {num(r['precision']):>9} "
+                     f"{num(r['recall']):>6} {num(r['median_delay'], '{:.1f}'):>6}  {'; '.join(notes)}")
+    return "\n".join(lines)
+
+
+def evaluate_demo(home: Path, seed: int = 7, scale: float = 1.0, progress=None) -> list[dict]:
+    """Write the demo into ``home``, ingest, build, run every check read-only, and score them."""
+    from pipeline import warehouse
+    from pipeline.checks import load_checks, run_checks
+    from pipeline.demo_runs import write_demo_runs
+    from pipeline.ingest import ingest
+    from pipeline.settings import Settings
+
+    say = progress or (lambda _msg: None)
+    out = Path(home) / "demo_runs"
+    say(f"writing the demo runs (seed {seed}, scale {scale}) into {out} …")
+    write_demo_runs(out, seed=seed, scale=scale)
+    settings = Settings(home=Path(home).resolve(), wandb_dirs=(out,))
+    ingest(settings)
+    try:
+        warehouse.build(settings, progress=say)
+    except warehouse.BuildFailed as exc:  # a model the checks do not read may fail; the checks say if they cannot run
+        print(f"warning: {exc}; scoring the checks on what was built", file=sys.stderr)
+    labels = json.loads((out / "labels.json").read_text())
+    con = warehouse.connect_readonly(settings)
+    try:
+        return evaluate(con, labels, run_checks(con, load_checks()))
+    finally:
+        con.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pipeline.check_eval", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--home", help="data home to use (default: a fresh temporary folder, removed afterwards)")
+    parser.add_argument("--json", action="store_true", help="print the scores as JSON instead of a table")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    say = (lambda msg: print(msg, file=sys.stderr)) if not args.json else None
+    if args.home:
+        results = evaluate_demo(Path(args.home), args.seed, args.scale, say)
+    else:
+        with tempfile.TemporaryDirectory(prefix="grpolens-eval-") as tmp:
+            results = evaluate_demo(Path(tmp), args.seed, args.scale, say)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        print(format_table(results))
+        print(f"\n{time.perf_counter() - started:.1f}s; delay = median of (first flag onset - labelled onset) in "
+              f"W&B steps over detected labels; flags up to {TOLERANCE} steps early count.")
+    total = results[-1]
+    return 0 if not total["error"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

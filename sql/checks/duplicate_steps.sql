@@ -1,0 +1,99 @@
+-- duplicate_steps: the same step was logged more than once (a resumed run re-logging steps, or two log calls per
+-- trainer step), which double-counts rows and makes per-step plots and sums wrong.
+-- severity: warn
+-- reads: history, runs
+-- requires:
+-- param min_repeats = 1      -- trainer steps logged twice before it is worth a flag
+-- Two signs, each reported once per run:
+-- * history.versions > 1: one (run, step, key) arrived more than once, e.g. a trainer restarted from a checkpoint
+--   that appends the same steps to its log again (staging keeps the newest value; this counts what it dropped).
+--   Runs read from trainer_state.json are left out: that file is rewritten whole at every checkpoint and re-read
+--   each time, so all of its values have several versions by design. (Rows an interrupted ingest wrote twice also
+--   count; that is rare.)
+-- * a trainer step counter (train/global_step, training/global_step, trainer/global_step, global_step) whose value
+--   repeats across different W&B steps, with some other key logged at two of them: the trainer called log twice for
+--   one step. TRL's evaluation rows repeat train/global_step too, but share no key with the training row except the
+--   counter and the epoch, so they are not duplicates.
+with repeated_rows as (
+    select
+        run_key,
+        count(*) as values_repeated,
+        count(distinct step) as steps_repeated,
+        min(step) as first_step,
+        max(step) as last_step,
+        max(versions) as most
+    from history
+    where versions > 1
+        and run_key not in (select run_key from runs where coalesce(origin, '') = 'trainer_state')
+    group by run_key
+),
+
+counter as (
+    select run_key, step, key as counter_key, value as trainer_step
+    from history
+    where key in ('train/global_step', 'training/global_step', 'trainer/global_step', 'global_step')
+        and isfinite(value)
+),
+
+shared_steps as (  -- trainer steps that span more than one W&B step
+    select run_key, counter_key, trainer_step
+    from counter
+    group by run_key, counter_key, trainer_step
+    having count(*) > 1
+),
+
+double_logged as (
+    select c.run_key, c.counter_key, c.trainer_step, min(h.step) as first_step, max(h.step) as last_step
+    from counter as c
+    join shared_steps as s using (run_key, counter_key, trainer_step)
+    join history as h on h.run_key = c.run_key and h.step = c.step
+    where h.key not in ('train/global_step', 'training/global_step', 'trainer/global_step', 'global_step')
+        and h.key not like '%epoch' and not starts_with(h.key, '_')
+    group by c.run_key, c.counter_key, c.trainer_step
+    having count(*) > count(distinct h.key)  -- some key appears at two of those W&B steps
+),
+
+double_summary as (
+    select
+        run_key,
+        any_value(counter_key) as counter_key,
+        count(*) as trainer_steps,
+        min(first_step) as first_step,
+        max(last_step) as last_step,
+        min(trainer_step) as first_trainer_step
+    from double_logged
+    group by run_key
+    having count(*) >= $min_repeats
+)
+
+select
+    run_key,
+    'duplicate_steps' as check_name,
+    'warn' as severity,
+    first_step as step,
+    last_step as step_end,
+    'history.versions' as metric,
+    values_repeated as value,
+    1 as threshold,
+    printf('%d values at %d steps (%d..%d) were logged more than once (up to %d times): the run was probably '
+           || 'restarted and logged steps it had already written again; the warehouse keeps the newest value, but '
+           || 'check that the resumed run really continued from the checkpoint of that step',
+           values_repeated, steps_repeated, first_step, last_step, most) as message
+from repeated_rows
+
+union all
+
+select
+    run_key,
+    'duplicate_steps' as check_name,
+    'warn' as severity,
+    first_step as step,
+    last_step as step_end,
+    counter_key as metric,
+    trainer_steps as value,
+    $min_repeats as threshold,
+    printf('%d trainer steps (%s, first %d) were logged in more than one W&B row with the same keys (W&B steps '
+           || '%d..%d): two log calls per training step double the row count and skew per-step plots; log once '
+           || 'per step, or pass step= so W&B merges them', trainer_steps, counter_key, first_trainer_step::bigint,
+           first_step, last_step) as message
+from double_summary

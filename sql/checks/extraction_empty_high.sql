@@ -1,0 +1,68 @@
+-- extraction_empty_high: too many responses contain no parsable answer at all (empty responses).
+-- severity: warn
+-- reads: history
+-- requires:
+-- param max_share = 0.05     -- empty share above this is too high (reference: < 5% empty)
+-- param error_share = 0.2    -- a fifth of the responses empty: error
+-- param window = 5           -- the share is summed over the last this many logged steps (counts are small)
+-- param sustain = 3          -- for at least this many consecutive logged steps
+-- From W&B counters in history (not canonical metrics, hence no `requires`): extraction/empty_responses over
+-- extraction/orders_expected. Every response is expected to carry at least one order, so orders_expected is at
+-- least the number of responses and this share is a LOWER bound on the share of empty responses: a flag is never a
+-- false alarm of the proxy, a borderline case may be missed. The event-based share (orders_empty events) needs the
+-- events marts, which this check does not read yet.
+with counts as (
+    select
+        run_key,
+        step,
+        max(value) filter (where key = 'extraction/empty_responses') as empty,
+        max(value) filter (where key = 'extraction/orders_expected') as expected
+    from history
+    where key in ('extraction/empty_responses', 'extraction/orders_expected') and isfinite(value)
+    group by run_key, step
+),
+
+shares as (
+    select
+        *,
+        row_number() over (partition by run_key order by step) as idx,
+        count(*) over (partition by run_key) as n,
+        sum(empty) over recent / nullif(sum(expected) over recent, 0) as share
+    from counts
+    where empty is not null and expected is not null
+    window recent as (partition by run_key order by step rows between $window - 1 preceding and current row)
+),
+
+high as (
+    select *, idx - row_number() over (partition by run_key order by step) as episode
+    from shares
+    where share > $max_share
+),
+
+episodes as (
+    select
+        run_key,
+        min(step) as onset,
+        max(step) as last_step,
+        max(idx) as last_idx,
+        any_value(n) as n,
+        count(*) as steps,
+        max(share) as worst
+    from high
+    group by run_key, episode
+    having count(*) >= $sustain
+)
+
+select
+    run_key,
+    'extraction_empty_high' as check_name,
+    case when worst > $error_share then 'error' else 'warn' end as severity,
+    onset as step,
+    case when last_idx < n then last_step end as step_end,
+    'extraction/empty_responses' as metric,
+    worst as value,
+    $max_share as threshold,
+    printf('at least %.1f%% of responses were empty (empty_responses / orders_expected over %d steps) from step %d '
+           || 'for %d logged steps; the model stops answering in the expected format: check truncation, the '
+           || 'prompt template and the response length', 100 * worst, $window::bigint, onset, steps) as message
+from episodes

@@ -1,0 +1,55 @@
+-- extraction_rate_low: too few of the expected answers (orders) can be parsed from the model's responses.
+-- severity: warn
+-- reads: metrics
+-- requires: extraction_rate
+-- param min_rate = 0.95      -- healthy extraction is above this (reference: > 95% extracted)
+-- param error_rate = 0.8     -- below this a fifth of the answers is lost: error
+-- param smooth = 5           -- judged on the median of the last this many logged steps
+-- param sustain = 3          -- for at least this many consecutive logged steps
+-- extraction_rate is the W&B definition, orders_extracted / orders_expected (Diplomacy extraction/rate). The
+-- event-based rate (share of order events with status full) needs the events marts and is not used here.
+with rate as (
+    select
+        run_key, step, value,
+        row_number() over (partition by run_key order by step) as idx,
+        count(*) over (partition by run_key) as n,
+        median(value) over (partition by run_key order by step rows between $smooth - 1 preceding and current row)
+            as level
+    from metrics
+    where metric = 'extraction_rate' and isfinite(value)
+),
+
+low as (
+    select *, idx - row_number() over (partition by run_key order by step) as episode
+    from rate
+    where level < $min_rate
+),
+
+episodes as (
+    select
+        run_key,
+        min(step) as onset,
+        max(step) as last_step,
+        max(idx) as last_idx,
+        any_value(n) as n,
+        count(*) as steps,
+        min(level) as worst
+    from low
+    group by run_key, episode
+    having count(*) >= $sustain
+)
+
+select
+    run_key,
+    'extraction_rate_low' as check_name,
+    case when worst < $error_rate then 'error' else 'warn' end as severity,
+    onset as step,
+    case when last_idx < n then last_step end as step_end,
+    'extraction_rate' as metric,
+    worst as value,
+    $min_rate as threshold,
+    printf('only %.1f%% of expected orders were extracted (median of %d steps) from step %d for %d logged steps; '
+           || 'the output format is breaking: inspect empty and partial responses, and check the KL and the '
+           || 'learning rate (format drift usually follows the policy drifting)', 100 * worst, $smooth::bigint, onset,
+           steps) as message
+from episodes

@@ -1,0 +1,98 @@
+-- kl_drift: KL to the reference climbs steadily over many steps (a significant trend, not a one-step spike).
+-- severity: warn
+-- reads: metrics
+-- requires: kl
+-- param window = 20          -- logged steps in each trend window (an OLS line kl ~ step)
+-- param min_points = 12      -- fewest finite points a window needs
+-- param min_t = 4            -- the slope must be this many standard errors above 0
+-- param min_rise = 0.3       -- fitted rise across the window, as a share of the fitted level at its start
+-- param min_kl = 0.05        -- and the fitted KL at the window's end must exceed this: above the healthy band
+--                               (reference: 0.01-0.05); KL that grows from 0 within the band is normal early on
+-- param error_kl = 1.0       -- a drift that ends above this KL is an error
+-- param warmup_share = 0.1   -- skip the first tenth of the run: KL starts at 0 by construction and always rises
+-- Reported at the end of the first window where the trend is significant (the step it became detectable), with
+-- the window's start and end levels in the message; drifting windows less than a window apart are one episode.
+with kl as (
+    select
+        run_key, step, value,
+        row_number() over (partition by run_key order by step) as idx,
+        count(*) over (partition by run_key) as n
+    from metrics
+    where metric = 'kl' and isfinite(value)
+),
+
+windows as (
+    select
+        *,
+        regr_count(value, step) over trend as k,
+        regr_slope(value, step) over trend as slope,
+        regr_intercept(value, step) over trend as intercept,
+        regr_sxx(value, step) over trend as sxx,
+        regr_syy(value, step) over trend as syy,
+        regr_sxy(value, step) over trend as sxy,
+        first_value(step) over trend as start_step,
+        first_value(idx) over trend as start_idx,
+        median(value) over head as start_value
+    from kl
+    window
+        trend as (partition by run_key order by step rows between $window - 1 preceding and current row),
+        head as (partition by run_key order by step rows between $window - 1 preceding and $window - 3 preceding)
+),
+
+fits as (
+    select
+        *,
+        intercept + slope * start_step as fitted_start,
+        intercept + slope * step as fitted_end,
+        sqrt(greatest(syy - sxy * sxy / sxx, 0) / (k - 2) / sxx) as slope_se
+    from windows
+    where k >= $min_points and sxx > 0 and start_idx > $warmup_share * n
+),
+
+drifting as (
+    select *
+    from fits
+    where slope > $min_t * greatest(slope_se, 1e-12)
+        and fitted_end - fitted_start >= $min_rise * greatest(fitted_start, 1e-6)
+        and fitted_end > $min_kl
+),
+
+-- drifting windows less than a window apart belong to one drift (a steady climb can dip under the bar briefly)
+gaps as (
+    select *, idx - lag(idx) over (partition by run_key order by step) as gap
+    from drifting
+),
+
+numbered as (
+    select *, count(*) filter (where gap is null or gap > $window) over (partition by run_key order by step) as episode
+    from gaps
+),
+
+episodes as (
+    select
+        run_key,
+        min(step) as onset,
+        max(step) as last_step,
+        max(idx) as last_idx,
+        any_value(n) as n,
+        arg_min(start_value, step) as from_kl,
+        arg_min(start_step, step) as from_step,
+        max(value) as to_kl,
+        max(slope / slope_se) as best_t
+    from numbered
+    group by run_key, episode
+)
+
+select
+    run_key,
+    'kl_drift' as check_name,
+    case when to_kl >= $error_kl then 'error' else 'warn' end as severity,
+    onset as step,
+    case when last_idx < n then last_step end as step_end,
+    'kl' as metric,
+    to_kl as value,
+    $min_kl as threshold,
+    printf('KL has been climbing steadily: from %.3g at step %d to %.3g by step %d (trend t = %.1f); the policy '
+           || 'is drifting from the reference: raise the KL penalty or lower the learning rate before it blows up',
+           from_kl, from_step, to_kl, last_step, best_t) as message
+from episodes

@@ -1,0 +1,111 @@
+-- response_length_growth: mean response length grows fast and steadily, much faster than the reward does.
+-- severity: warn
+-- reads: metrics
+-- requires: response_length_mean
+-- param window = 20          -- logged steps in each trend window (OLS line length ~ step)
+-- param min_points = 12      -- fewest finite points a window needs
+-- param min_t = 4            -- the length slope must be this many standard errors above 0
+-- param min_growth = 0.25    -- fitted growth across the window, as a share of the fitted length at its start
+-- param reward_share = 0.5   -- "outruns": the reward's relative rise over the same steps is below this share of
+--                               the length's (reward level floored at 0.1 so a reward near 0 cannot fake a rise)
+-- Length that grows with the reward is healthy (longer reasoning that pays); length that grows while the reward
+-- barely moves is verbosity the reward does not ask for, and it runs into the length limit next. Reported at the
+-- end of the first window showing it; windows less than a window apart are one episode. Without a reward metric the
+-- length trend alone decides.
+with lengths as (
+    select
+        run_key, step, value,
+        row_number() over (partition by run_key order by step) as idx,
+        count(*) over (partition by run_key) as n
+    from metrics
+    where metric = 'response_length_mean' and isfinite(value)
+),
+
+windows as (
+    select
+        *,
+        regr_count(value, step) over trend as k,
+        regr_slope(value, step) over trend as slope,
+        regr_intercept(value, step) over trend as intercept,
+        regr_sxx(value, step) over trend as sxx,
+        regr_syy(value, step) over trend as syy,
+        regr_sxy(value, step) over trend as sxy,
+        first_value(step) over trend as start_step
+    from lengths
+    window trend as (partition by run_key order by step rows between $window - 1 preceding and current row)
+),
+
+growing as (
+    select
+        *,
+        intercept + slope * start_step as fitted_start,
+        slope * (step - start_step) / greatest(intercept + slope * start_step, 1) as growth
+    from windows
+    where k >= $min_points and sxx > 0
+        and slope > $min_t * greatest(sqrt(greatest(syy - sxy * sxy / sxx, 0) / (k - 2) / sxx), 1e-12)
+        and slope * (step - start_step) >= $min_growth * greatest(intercept + slope * start_step, 1)
+),
+
+-- the reward's fitted relative rise over the same span of steps
+reward_rise as (
+    select
+        g.run_key,
+        g.step,
+        regr_slope(r.value, r.step) * (g.step - g.start_step)
+            / greatest(abs(median(r.value)), 0.1) as reward_growth,
+        count(r.value) as reward_points
+    from growing as g
+    join metrics as r
+        on r.run_key = g.run_key and r.metric = 'reward_mean' and isfinite(r.value)
+        and r.step between g.start_step and g.step
+    group by g.run_key, g.step, g.start_step
+),
+
+outrunning as (
+    select g.*, rr.reward_growth
+    from growing as g
+    left join reward_rise as rr on rr.run_key = g.run_key and rr.step = g.step and rr.reward_points >= 3
+    where rr.reward_growth is null or rr.reward_growth < $reward_share * g.growth
+),
+
+gaps as (
+    select *, idx - lag(idx) over (partition by run_key order by step) as gap
+    from outrunning
+),
+
+numbered as (
+    select *, count(*) filter (where gap is null or gap > $window) over (partition by run_key order by step) as episode
+    from gaps
+),
+
+episodes as (
+    select
+        run_key,
+        min(step) as onset,
+        max(step) as last_step,
+        max(idx) as last_idx,
+        any_value(n) as n,
+        arg_min(fitted_start, step) as from_length,
+        arg_min(start_step, step) as from_step,
+        max(value) as to_length,
+        arg_min(growth, step) as growth,
+        arg_min(reward_growth, step) as reward_growth
+    from numbered
+    group by run_key, episode
+)
+
+select
+    run_key,
+    'response_length_growth' as check_name,
+    'warn' as severity,
+    onset as step,
+    case when last_idx < n then last_step end as step_end,
+    'response_length_mean' as metric,
+    to_length as value,
+    $min_growth as threshold,
+    printf('mean response length grew from about %.0f tokens at step %d to %.0f by step %d (+%.0f%% within %d '
+           || 'steps) while the reward moved %s; the policy is getting verbose without being paid for it: add a '
+           || 'length penalty or check for truncation and repetition', from_length, from_step, to_length, last_step,
+           100 * growth, onset - from_step,
+           coalesce(printf('%+.0f%%', 100 * reward_growth), 'unknown (no reward logged)')) as message
+from episodes

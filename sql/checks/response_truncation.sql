@@ -1,0 +1,99 @@
+-- response_truncation: a sizeable share of responses is cut off at the maximum length.
+-- severity: warn
+-- reads: metrics, runs
+-- requires: response_length_mean
+-- param warn_share = 0.05    -- truncated share worth a warning (reference: >= 5%)
+-- param error_share = 0.15   -- serious (reference: >= 15%; > 50% means most samples are cut)
+-- param smooth = 5           -- judged on the median of the last this many logged steps
+-- param sustain = 3          -- for at least this many consecutive logged steps
+-- param pinned_share = 0.95  -- without a truncation metric: mean length at this share of the maximum = pinned
+-- The truncated share is response_clip_ratio (verl response_length/clip_ratio, TRL completions/clipped_ratio).
+-- Runs that log no such metric fall back to "mean length pinned at the maximum": the configured limit
+-- (TRL max_completion_length, verl data.max_response_length) or else the longest response_length_max logged.
+with clip as (
+    select run_key, step, value
+    from metrics
+    where metric = 'response_clip_ratio' and isfinite(value)
+),
+
+limits as (
+    select
+        r.run_key,
+        coalesce(
+            try_cast(r.config ->> '$.max_completion_length' as double),
+            try_cast(r.config ->> '$."data.max_response_length"' as double),
+            try_cast(r.config -> '$.data' ->> '$.max_response_length' as double),
+            (select max(m.value) from metrics as m
+             where m.run_key = r.run_key and m.metric = 'response_length_max' and isfinite(m.value))
+        ) as max_length
+    from runs as r
+    where r.run_key not in (select run_key from clip)
+),
+
+-- the share of truncated responses, measured or (fallback) 1 when the mean is pinned at the limit, else 0
+shares as (
+    select run_key, step, value as share, 'response_clip_ratio' as metric, null::double as mean_length
+    from clip
+    union all
+    select
+        m.run_key, m.step,
+        case when m.value >= $pinned_share * l.max_length then 1.0 else 0.0 end as share,
+        'response_length_mean' as metric,
+        m.value as mean_length
+    from metrics as m
+    join limits as l on l.run_key = m.run_key and l.max_length > 0
+    where m.metric = 'response_length_mean' and isfinite(m.value)
+),
+
+smoothed as (
+    select
+        *,
+        row_number() over (partition by run_key order by step) as idx,
+        count(*) over (partition by run_key) as n,
+        median(share) over (partition by run_key order by step rows between $smooth - 1 preceding and current row)
+            as level
+    from shares
+),
+
+high as (
+    select *, idx - row_number() over (partition by run_key order by step) as episode
+    from smoothed
+    where level >= $warn_share
+),
+
+episodes as (
+    select
+        run_key,
+        any_value(metric) as metric,
+        min(step) as onset,
+        max(step) as last_step,
+        max(idx) as last_idx,
+        any_value(n) as n,
+        count(*) as steps,
+        max(level) as worst,
+        max(mean_length) as mean_length
+    from high
+    group by run_key, episode
+    having count(*) >= $sustain
+)
+
+select
+    run_key,
+    'response_truncation' as check_name,
+    case when worst >= $error_share then 'error' else 'warn' end as severity,
+    onset as step,
+    case when last_idx < n then last_step end as step_end,
+    metric,
+    worst as value,
+    $warn_share as threshold,
+    case
+        when metric = 'response_clip_ratio' then
+            printf('%.0f%% of responses were cut at the maximum length (median of %d steps) from step %d; their '
+                   || 'rewards and advantages are computed on unfinished answers: raise the length limit, '
+                   || 'add an overlong penalty, or mask truncated samples', 100 * worst, $smooth::bigint, onset)
+        else
+            printf('mean response length sat at the maximum (%.0f tokens) from step %d for %d logged steps: '
+                   || 'nearly every response is cut off; raise the length limit or penalise overlong answers',
+                   mean_length, onset, steps)
+    end as message
+from episodes

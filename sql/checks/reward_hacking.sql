@@ -1,0 +1,122 @@
+-- reward_hacking: the training reward keeps rising while the task metric (evaluation / task score) does not.
+-- severity: warn
+-- reads: metrics
+-- requires: reward_mean, task_score
+-- param task_points = 5      -- each window spans this many consecutive task-metric logs (evaluations are sparse)
+-- param min_reward_points = 10 -- fewest reward logs inside a window
+-- param min_reward_t = 4     -- the reward's OLS slope over the window must be this many standard errors above 0
+-- param min_rise_noise = 4   -- and its fitted rise over the window at least this many times the reward's residual
+--                               noise (autocorrelated noise inflates t; a real climb is also large)
+-- param max_task_t = 0       -- while the task metric's OLS slope is at most this many standard errors (0: its
+--                               fitted change is flat or down; a few noisy evaluations cannot show "insignificant")
+-- param sustain = 2          -- in at least this many consecutive windows
+-- The task metric is task_score (TRL eval/accuracy, verl val-core/*/acc, Diplomacy game/avg_sc_count). Reported at
+-- the task log that closes the first such window (the step it became visible).
+with task as (
+    select
+        run_key, step, value,
+        row_number() over (partition by run_key order by step) as idx,
+        count(*) over (partition by run_key) as n
+    from metrics
+    where metric = 'task_score' and isfinite(value)
+),
+
+task_windows as (
+    select
+        *,
+        first_value(step) over span as start_step,
+        first_value(value) over span as task_from,
+        regr_count(value, step) over span as k,
+        regr_slope(value, step) over span as task_slope,
+        regr_sxx(value, step) over span as sxx,
+        regr_syy(value, step) over span as syy,
+        regr_sxy(value, step) over span as sxy
+    from task
+    window span as (partition by run_key order by step rows between $task_points - 1 preceding and current row)
+),
+
+task_fits as (
+    select
+        *,
+        task_slope / greatest(sqrt(greatest(syy - sxy * sxy / sxx, 0) / (k - 2) / sxx), 1e-12) as task_t
+    from task_windows
+    where k = $task_points and k > 2 and sxx > 0
+),
+
+reward_fits as (
+    select
+        t.run_key,
+        t.step,
+        count(r.value) as reward_n,
+        regr_slope(r.value, r.step) as reward_slope,
+        regr_sxx(r.value, r.step) as rsxx,
+        regr_syy(r.value, r.step) as rsyy,
+        regr_sxy(r.value, r.step) as rsxy,
+        arg_min(r.value, r.step) as reward_from,
+        arg_max(r.value, r.step) as reward_to
+    from task_fits as t
+    join metrics as r
+        on r.run_key = t.run_key and r.metric = 'reward_mean' and isfinite(r.value)
+        and r.step between t.start_step and t.step
+    group by t.run_key, t.step
+),
+
+windows as (
+    select
+        t.*,
+        r.reward_slope / greatest(sqrt(greatest(r.rsyy - r.rsxy * r.rsxy / r.rsxx, 0) / (r.reward_n - 2) / r.rsxx),
+                                  1e-12) as reward_t,
+        r.reward_slope * (t.step - t.start_step) as reward_rise,
+        sqrt(greatest(r.rsyy - r.rsxy * r.rsxy / r.rsxx, 0) / (r.reward_n - 2)) as reward_noise,
+        r.reward_from,
+        r.reward_to
+    from task_fits as t
+    join reward_fits as r using (run_key, step)
+    where r.reward_n >= $min_reward_points and r.rsxx > 0
+),
+
+hacking as (
+    select *, idx - lag(idx) over (partition by run_key order by step) as gap
+    from windows
+    where reward_t >= $min_reward_t and reward_rise >= $min_rise_noise * reward_noise and task_t <= $max_task_t
+),
+
+-- windows less than a window apart are one episode
+numbered as (
+    select *, count(*) filter (where gap is null or gap > $task_points) over (partition by run_key order by step)
+        as episode
+    from hacking
+),
+
+episodes as (
+    select
+        run_key,
+        min(step) as onset,
+        max(step) as last_step,
+        max(idx) as last_idx,
+        any_value(n) as n,
+        arg_min(start_step, step) as from_step,
+        arg_min(reward_rise, step) as reward_rise,
+        arg_min(task_from, step) as task_from,
+        arg_max(value, step) as task_to,
+        arg_min(reward_t, step) as reward_t,
+        arg_min(task_t, step) as task_t
+    from numbered
+    group by run_key, episode
+    having count(*) >= $sustain
+)
+
+select
+    run_key,
+    'reward_hacking' as check_name,
+    'warn' as severity,
+    onset as step,
+    case when last_idx < n then last_step end as step_end,
+    'reward_mean' as metric,
+    reward_rise as value,
+    $min_reward_t as threshold,
+    printf('reward rose by %.3g between steps %d and %d (t = %.1f) while the task metric went from %.3g to %.3g '
+           || '(t = %.1f): the policy is gaining reward without getting better at the task; inspect samples '
+           || 'and the per-function rewards for a shaping term or a verifier loophole it exploits',
+           reward_rise, from_step, onset, reward_t, task_from, task_to, task_t) as message
+from episodes

@@ -1,0 +1,132 @@
+-- throughput_drop: trajectories per second fall well below the run's own earlier rate and stay down.
+-- severity: warn
+-- reads: metrics, runs
+-- requires:
+-- param window = 20          -- logged steps in the baseline (median)
+-- param smooth = 5           -- the current rate is the median of the last this many logged steps
+-- param min_baseline = 10    -- logged steps needed before a baseline counts
+-- param max_drop = 0.3       -- a fall of this share below the baseline is a drop
+-- param sustain = 5          -- for this many consecutive logged steps (against the onset's baseline)
+-- Throughput is trajectories per second of training: trajectories_per_s when a run logs it; else trajectories per
+-- step (Diplomacy benchmark/trajectories, or verl's data.train_batch_size x rollout.n from the config, or 1) over
+-- the step's seconds: step_time_s, or the Diplomacy phases rollout + training - pipeline overlap. Medians keep
+-- periodic validation and checkpoint steps from counting. The baseline ends where the current window starts, and
+-- is frozen at the onset so the episode lasts until the rate really recovers (to within half the drop). Slow
+-- drifts (responses growing longer) move the baseline along and are not drops. `requires` is empty because the
+-- inputs are alternatives (step_time_s, or phase_rollout_s + phase_training_s); no single metric is needed.
+with per_step as (
+    select
+        run_key,
+        step,
+        max(value) filter (where metric = 'trajectories_per_s') as logged_rate,
+        max(value) filter (where metric = 'trajectories') as trajectories,
+        coalesce(
+            max(value) filter (where metric = 'step_time_s'),
+            max(value) filter (where metric = 'phase_rollout_s') + max(value) filter (where metric = 'phase_training_s')
+                - coalesce(max(value) filter (where metric = 'phase_pipeline_overlap_s'), 0)
+        ) as seconds
+    from metrics
+    where metric in ('trajectories_per_s', 'trajectories', 'step_time_s', 'phase_rollout_s', 'phase_training_s',
+                     'phase_pipeline_overlap_s')
+        and isfinite(value)
+    group by run_key, step
+),
+
+batch as (
+    select
+        run_key,
+        coalesce(
+            try_cast(config ->> '$."data.train_batch_size"' as double)
+                * try_cast(config ->> '$."actor_rollout_ref.rollout.n"' as double),
+            try_cast(config -> '$.data' ->> '$.train_batch_size' as double)
+                * try_cast(config -> '$.actor_rollout_ref' -> '$.rollout' ->> '$.n' as double),
+            1
+        ) as per_step
+    from runs
+),
+
+rates as (
+    select
+        p.run_key,
+        p.step,
+        coalesce(p.logged_rate, coalesce(p.trajectories, b.per_step) / nullif(p.seconds, 0)) as rate
+    from per_step as p
+    left join batch as b using (run_key)
+),
+
+smoothed as (
+    select
+        *,
+        row_number() over (partition by run_key order by step) as idx,
+        median(rate) over (partition by run_key order by step rows between $smooth - 1 preceding and current row)
+            as current_rate
+    from rates
+    where rate is not null and isfinite(rate) and rate > 0
+),
+
+baseline as (
+    select
+        *,
+        median(rate) over before as base_rate,
+        count(*) over before as base_n,
+        max(current_rate) over ahead as best_ahead,
+        count(*) over ahead as n_ahead
+    from smoothed
+    window
+        before as (partition by run_key order by step rows between $window + $smooth - 1 preceding
+            and $smooth preceding),
+        ahead as (partition by run_key order by step rows between current row and $sustain - 1 following)
+),
+
+onsets as (
+    select *
+    from baseline
+    where base_n >= $min_baseline
+        and current_rate < (1 - $max_drop) * base_rate
+        and n_ahead = $sustain
+        and best_ahead < (1 - $max_drop) * base_rate
+),
+
+ends as (
+    select
+        o.run_key,
+        o.step as onset,
+        any_value(o.base_rate) as base_rate,
+        any_value(o.current_rate) as onset_rate,
+        min(s.step) filter (where s.current_rate >= (1 - $max_drop / 2) * o.base_rate) as recovered_at
+    from onsets as o
+    left join smoothed as s on s.run_key = o.run_key and s.step > o.step
+    group by o.run_key, o.step
+),
+
+episodes as (
+    select
+        e.*,
+        (select min(s.current_rate) from smoothed as s
+         where s.run_key = e.run_key and s.step >= e.onset
+            and s.step < coalesce(e.recovered_at, 9223372036854775807)) as lowest,
+        (select max(s.step) from smoothed as s
+         where s.run_key = e.run_key and s.step < coalesce(e.recovered_at, 9223372036854775807)) as last_low
+    from ends as e
+    where not exists (
+        select 1 from ends as prior
+        where prior.run_key = e.run_key and prior.onset < e.onset
+            and (prior.recovered_at is null or prior.recovered_at > e.onset)
+    )
+)
+
+select
+    run_key,
+    'throughput_drop' as check_name,
+    'warn' as severity,
+    onset as step,
+    case when recovered_at is not null then last_low end as step_end,
+    'trajectories_per_s' as metric,
+    lowest as value,
+    (1 - $max_drop) * base_rate as threshold,
+    printf('throughput fell from %.3g to %.3g trajectories/s at step %d (-%.0f%%)%s; look for a slow phase '
+           || '(step_time_breakdown), longer responses, inference queueing or a degraded node', base_rate,
+           onset_rate, onset, 100 * (1 - lowest / base_rate),
+           case when recovered_at is not null then printf(', back from step %d', recovered_at) else '' end)
+        as message
+from episodes

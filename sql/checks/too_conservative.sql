@@ -1,0 +1,122 @@
+-- too_conservative: the reward is flat while KL stays near 0 and does not grow: the policy is barely moving.
+-- severity: warn
+-- reads: metrics
+-- requires: reward_mean, kl
+-- param window = 60          -- logged reward steps per window (as reward_plateau)
+-- param t_flat = 2           -- flat: the reward's OLS slope over the window and each half within this many SEs of 0
+-- param warmup_share = 0.1   -- windows must start after the first tenth of the run
+-- param max_kl = 0.005       -- "near 0": median KL over the window below this (reference: healthy is 0.01-0.05)
+-- param max_kl_rise = 0.5    -- and KL grew by less than this share across the window (a KL still climbing means
+--                               the policy is moving, just not towards more reward)
+-- param max_zero_share = 0.5 -- not explained by tied groups: median frac_reward_zero_std below this
+-- param min_entropy_share = 0.5 -- not explained by an entropy collapse: median entropy above this share of the
+--                               run's early entropy (first tenth of its steps)
+-- A flat reward has other causes (no reward variance, collapsed entropy) that are flagged by their own checks and
+-- need other fixes; this one is the lr / KL-penalty diagnosis. Reported at the start of the first window.
+with reward as (
+    select
+        run_key, step, value,
+        row_number() over (partition by run_key order by step) as idx,
+        count(*) over (partition by run_key) as n
+    from metrics
+    where metric = 'reward_mean' and isfinite(value)
+),
+
+windows as (
+    select
+        *,
+        regr_count(value, idx) over whole as k,
+        regr_sxx(value, idx) over whole as sxx, regr_syy(value, idx) over whole as syy,
+        regr_sxy(value, idx) over whole as sxy,
+        regr_sxx(value, idx) over first_half as sxx1, regr_syy(value, idx) over first_half as syy1,
+        regr_sxy(value, idx) over first_half as sxy1, regr_count(value, idx) over first_half as k1,
+        regr_sxx(value, idx) over second_half as sxx2, regr_syy(value, idx) over second_half as syy2,
+        regr_sxy(value, idx) over second_half as sxy2, regr_count(value, idx) over second_half as k2,
+        avg(value) over whole as level,
+        first_value(step) over whole as start_step,
+        first_value(idx) over whole as start_idx
+    from reward
+    window
+        whole as (partition by run_key order by idx rows between $window - 1 preceding and current row),
+        first_half as (partition by run_key order by idx rows between $window - 1 preceding and $window // 2 preceding),
+        second_half as (partition by run_key order by idx rows between $window // 2 - 1 preceding and current row)
+),
+
+flat as (
+    select *
+    from windows
+    where k = $window and k1 > 2 and k2 > 2 and sxx > 0 and sxx1 > 0 and sxx2 > 0
+        and start_idx > $warmup_share * n
+        and abs(sxy / sxx) < $t_flat * sqrt(greatest(syy - sxy * sxy / sxx, 0) / (k - 2) / sxx)
+        and abs(sxy1 / sxx1) < $t_flat * sqrt(greatest(syy1 - sxy1 * sxy1 / sxx1, 0) / (k1 - 2) / sxx1)
+        and abs(sxy2 / sxx2) < $t_flat * sqrt(greatest(syy2 - sxy2 * sxy2 / sxx2, 0) / (k2 - 2) / sxx2)
+),
+
+-- what else happened inside each flat window
+context as (
+    select
+        f.run_key,
+        f.step,
+        any_value(f.start_step) as start_step,
+        any_value(f.idx) as idx,
+        any_value(f.n) as n,
+        any_value(f.level) as level,
+        median(m.value) filter (where m.metric = 'kl') as kl_median,
+        regr_slope(m.value, m.step) filter (where m.metric = 'kl') * (f.step - any_value(f.start_step)) as kl_rise,
+        median(m.value) filter (where m.metric = 'frac_reward_zero_std') as zero_share,
+        median(m.value) filter (where m.metric = 'entropy') as entropy
+    from flat as f
+    join metrics as m
+        on m.run_key = f.run_key and m.step between f.start_step and f.step and isfinite(m.value)
+        and m.metric in ('kl', 'frac_reward_zero_std', 'entropy')
+    group by f.run_key, f.step
+),
+
+early_entropy as (
+    select run_key, median(value) as early
+    from (
+        select run_key, value, row_number() over (partition by run_key order by step) as idx,
+            count(*) over (partition by run_key) as n
+        from metrics
+        where metric = 'entropy' and isfinite(value)
+    )
+    where idx <= greatest(3, ceil(n * 0.1))
+    group by run_key
+),
+
+conservative as (
+    select c.*, idx - row_number() over (partition by c.run_key order by step) as episode
+    from context as c
+    left join early_entropy as e using (run_key)
+    where c.kl_median < $max_kl
+        and coalesce(c.kl_rise, 0) < $max_kl_rise * greatest(c.kl_median, 1e-9)
+        and coalesce(c.zero_share, 0) < $max_zero_share
+        and (c.entropy is null or e.early is null or c.entropy >= $min_entropy_share * e.early)
+),
+
+episodes as (
+    select
+        run_key,
+        min(start_step) as onset,
+        max(step) as last_step,
+        max(idx) as last_idx,
+        any_value(n) as n,
+        arg_min(level, step) as level,
+        max(kl_median) as kl_median
+    from conservative
+    group by run_key, episode
+)
+
+select
+    run_key,
+    'too_conservative' as check_name,
+    'warn' as severity,
+    onset as step,
+    case when last_idx < n then last_step end as step_end,
+    'kl' as metric,
+    kl_median as value,
+    $max_kl as threshold,
+    printf('reward flat at about %.3g from step %d to %d while KL stayed near %.2g: the policy is barely moving '
+           || 'away from the reference; raise the learning rate or lower the KL penalty (kl_beta)',
+           level, onset, last_step, kl_median) as message
+from episodes
