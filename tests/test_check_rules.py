@@ -23,7 +23,7 @@ from pipeline import check_eval, checks, warehouse
 from pipeline.demo_runs import write_demo_runs
 from pipeline.ingest import ingest
 from pipeline.settings import SQL_DIR, Settings
-from pipeline.sources import wandb_offline
+from pipeline.sources import trainer_logs, wandb_offline
 from tests.conftest import REAL_RUNS
 from tests.wandb_writer import write_run
 
@@ -185,6 +185,33 @@ def test_real_collapse_has_no_unsupported_alarm(real):
     # the copy has no exit record and was last written long ago: a finished story, not an outage
     info = [r for o in found for r in o.rows if r["run_key"] == run_key and r["severity"] == "info"]
     assert [r["check_name"] for r in info] == ["stale_heartbeat"]
+
+
+@pytest.fixture(scope="module")
+def real_trainer_logs(tmp_path_factory):
+    """The real runs that only have trainer logs: the Unsloth trainer_state.json and the healthy verl console log."""
+    settings = Settings(home=tmp_path_factory.mktemp("real-logs-home"))
+    trainer_logs.ingest(settings.lake, [REAL_RUNS / "unsloth-llama31-8b-grpo-gsm8k", REAL_RUNS / "verl-opd-qwen2-3b-stable"])
+    warehouse.build(settings)
+    con = warehouse.connect_readonly(settings)
+    try:
+        names = dict(con.sql("select run_key, name from runs").fetchall())
+        yield names, checks.run_checks(con, checks.load_checks())
+    finally:
+        con.close()
+
+
+def test_real_trainer_log_runs_get_only_the_alarms_their_sources_support(real_trainer_logs):
+    """verl stable is the healthy control: no alarm at all. Unsloth (SOURCE.txt): the isolated KL spike with its
+    grad-norm jump at step 206, format rewards that stay 0 the whole run, many zero-variance groups."""
+    names, found = real_trainer_logs
+    assert not [o.error for o in found if o.error]
+    alarms = {(names[r["run_key"]], o.check.name, r["step"]) for o in found for r in o.rows if r["severity"] != "info"}
+    assert not [a for a in alarms if a[0] == "verl-opd-qwen2-3b-stable"], alarms
+    unsloth = {(check, step) for name, check, step in alarms if name.startswith("unsloth")}
+    assert {("kl_spike", 206), ("grad_norm_spike", 206)} <= unsloth
+    assert {check for check, _ in unsloth} <= {"kl_spike", "grad_norm_spike", "reward_component_dead",
+                                                 "reward_zero_variance"}, unsloth
 
 
 # --------------------------------------------------------------------------- targeted runs for the other rules

@@ -11,6 +11,9 @@
 -- param warmup_share = 0.1   -- windows must start after the first tenth of the run
 -- param smooth = 5           -- the onset is the first step whose trailing mean of this many steps reached the
 --                               plateau's mean level
+-- param slowdown = 0.5       -- warn when the window's slope is, with 95% confidence, below this share of the pace
+--                               the reward rose at before it (learning clearly stopped); a flat window that noise
+--                               could hide a slower climb in, or a reward flat from the start, is only info
 -- The reward is reward_mean (Diplomacy benchmark/reward_mean, TRL reward, verl critic/score/mean). Flat windows less
 -- than half a window apart are one plateau; step_end is set when the reward rose (or fell) again.
 with reward as (
@@ -64,13 +67,24 @@ windows as (
     group by run_key, end_idx
 ),
 
+early as (
+    select run_key, avg(value) as early_level, avg(idx) as early_idx
+    from reward
+    where idx <= greatest(3, ceil($warmup_share * n))
+    group by run_key
+),
+
 fits as (
     select
-        *,
+        windows.*,
+        sxy / sxx as slope,
+        sqrt(greatest(syy - sxy * sxy / sxx, 0) / (k - 2) / sxx) as slope_se,
+        (level - early.early_level) / greatest(end_idx - w / 2.0 - early.early_idx, 1) as earlier_pace,
         (sxy / sxx) / greatest(sqrt(greatest(syy - sxy * sxy / sxx, 0) / (k - 2) / sxx), 1e-12) as t,
         (sxy1 / sxx1) / greatest(sqrt(greatest(syy1 - sxy1 * sxy1 / sxx1, 0) / (k1 - 2) / sxx1), 1e-12) as t1,
         (sxy2 / sxx2) / greatest(sqrt(greatest(syy2 - sxy2 * sxy2 / sxx2, 0) / (k2 - 2) / sxx2), 1e-12) as t2
     from windows
+    join early using (run_key)
     where k = w and k1 > 2 and k2 > 2 and sxx > 0 and sxx1 > 0 and sxx2 > 0
 ),
 
@@ -94,6 +108,7 @@ plateaus as (
         arg_min(end_step, end_idx) as detected_at,
         arg_min(level, end_idx) as level,
         arg_min(t, end_idx) as t,
+        arg_min(slope + 2 * slope_se < $slowdown * earlier_pace, end_idx) as clearly_stopped,
         any_value(w) as w,
         max(end_step) as last_step,
         max(end_idx) as last_idx,
@@ -122,13 +137,16 @@ onsets as (
 select
     run_key,
     'reward_plateau' as check_name,
-    'warn' as severity,
+    case when clearly_stopped then 'warn' else 'info' end as severity,
     onset as step,
     case when last_idx < n then last_step end as step_end,
     'reward_mean' as metric,
     level as value,
     $t_flat as threshold,
     printf('reward has been flat at about %.3g since step %d (no significant trend over %d logged steps, t = %.1f); '
-           || 'the policy stopped improving: check reward variance and entropy, then try a higher learning rate, '
-           || 'a weaker KL penalty or harder prompts', level, onset, w, t) as message
+           || case when clearly_stopped
+               then 'the policy stopped improving: check reward variance and entropy, then try a higher learning '
+                    || 'rate, a weaker KL penalty or harder prompts'
+               else 'at this noise a slow climb cannot be ruled out: watch it, or log more samples per step to tell'
+           end, level, onset, w, t) as message
 from onsets
