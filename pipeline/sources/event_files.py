@@ -47,7 +47,7 @@ import pyarrow as pa
 
 from pipeline import lake
 from pipeline.sources.trainer_logs import complete_lines
-from pipeline.sources.wandb_offline import FileIssue, IngestReport
+from pipeline.sources.wandb_offline import FileIssue, IngestReport, files_with_new_bytes
 from pipeline.values import finite
 
 SOURCE = "event_files"
@@ -279,24 +279,10 @@ def discover(roots: Iterable[Path]) -> list[Path]:
     return [Path(p) for p in sorted(found)]
 
 
-def _changed(files: list[Path], cursors: dict) -> tuple[list[tuple[Path, int, dict | None]], list[FileIssue]]:
-    todo, unreadable = [], []
-    for path in files:
-        try:
-            size = path.stat().st_size
-        except OSError as exc:
-            unreadable.append(FileIssue(str(path), 0, 0, "unreadable", str(exc)))
-            continue
-        cursor = cursors.get(str(path))
-        if cursor is None or size != cursor["size"]:
-            todo.append((path, size, cursor))
-    return todo, unreadable
-
-
 def pending_files(lake_root: Path, roots: Iterable[Path]) -> list[Path]:
     """What the next ingest would read (new or grown files); takes no lock and writes nothing (for sensors)."""
     state = lake.IngestState.load(Path(lake_root), SOURCE)
-    todo, _ = _changed(discover(roots), state.data.get("files", {}))
+    todo, _ = files_with_new_bytes(discover(roots), state.data.get("files", {}))
     return [path for path, _size, _cursor in todo]
 
 
@@ -329,7 +315,7 @@ class EventFileIngest:
             cursors: dict = state.data.setdefault("files", {})
             files = discover(self.roots)
             report.files_seen = len(files)
-            todo, unreadable = _changed(files, cursors)
+            todo, unreadable = files_with_new_bytes(files, cursors)
             report.issues += unreadable
             if not todo:
                 report.seconds = time.perf_counter() - started
