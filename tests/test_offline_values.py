@@ -31,7 +31,8 @@ def built(tmp_path_factory) -> Settings:
         ({"img": wandb.Image(np.zeros((4, 4, 3), dtype=np.uint8)), "h": wandb.Histogram([1, 2, 3])}, {"step": 11}),
         ({"sparse": 20.0}, {"step": 15}),
     ]
-    write_run(root, rows, run_id="values01", name="values", project="exact", config={"lr": 1e-5, "api_key": "sk-SECRET"})
+    write_run(root, rows, run_id="values01", name="values", project="exact", config={"lr": 1e-5, "api_key": "sk-SECRET", "hub": {"hf_token": "hf_SECRET"}, "max_new_tokens": 512,
+                     "tokenizer": "qwen"})
     for i, name in enumerate(HOSTILE_NAMES):
         write_run(root, [{key: float(j) for j, key in enumerate(HOSTILE_KEYS)}], run_id=f"hostile{i}", name=name,
                   project="hostile ' project", tags=[name])
@@ -93,8 +94,11 @@ def test_run_metadata_and_no_secrets(built):
     assert (name, state, last_step, entity) == ("values", "finished", 15, "testers")
     assert json.loads(config)["lr"] == 1e-5
     assert "sk-SECRET" not in dump and "redacted" in json.loads(config)["api_key"]
+    assert "hf_SECRET" not in dump and json.loads(config)["hub"]["hf_token"] == "***redacted***"
+    # keys that merely contain a credential-like word are ordinary settings
+    assert json.loads(config)["max_new_tokens"] == 512 and json.loads(config)["tokenizer"] == "qwen"
     lake_bytes = b"".join(p.read_bytes() for p in built.lake.rglob("*") if p.is_file())
-    assert b"sk-SECRET" not in lake_bytes
+    assert b"sk-SECRET" not in lake_bytes and b"hf_SECRET" not in lake_bytes
 
 
 def test_hostile_names_and_keys_stored_literally(built):

@@ -19,7 +19,11 @@ from wandb.proto import wandb_internal_pb2 as pb
 
 from pipeline.values import finite, json_text
 
-_SECRET_KEY = re.compile(r"(?i)(api[_-]?key|token|secret|passw(or)?d|credential|auth)")
+# A key naming a credential: it ends with one of these words (hf_token, wandb_api_key, client_secret), so that
+# max_new_tokens, tokenizer or author stay readable.
+_SECRET_KEY = re.compile(
+    r"(?i)(^|[_.\-/])(api[_-]?key|access[_-]?key|private[_-]?key|secret([_-]?key)?|(auth[_-]?|access[_-]?)?token"
+    r"|passw(or)?d|credentials?|authorization)$")
 REDACTED = "***redacted***"
 
 
