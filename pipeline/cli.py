@@ -146,6 +146,9 @@ def cmd_sql(args, settings: Settings) -> int:
                 print(json.dumps(dict(zip(cols, row)), default=str))
         else:
             relation.show(max_rows=args.max_rows, max_width=200)
+    except BrokenPipeError:  # `grpolens sql … | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:  # duckdb.Error subclasses; one line for the user
         raise UserError(f"query failed: {str(exc).splitlines()[0]}") from None
     finally:
