@@ -1,0 +1,47 @@
+-- Where does step time go? Per run and phase (the canonical phase_<name>_s metrics: verl timing_s/*, the
+-- Diplomacy trainer's rollout and training times), the phase's total and mean seconds and its share of step
+-- time. Step time is step_time_s where the trainer logs it (verl timing_s/step), else the sum of the phases
+-- logged at that step. Only steps that have a step time count, so shares of different phases are comparable.
+-- Rules of thumb: rollout 5-15%, log-prob (old + ref) 20-40%, actor update 30-50%, checkpoint < 10%;
+-- any phase above 60% is the bottleneck.
+with phases as (
+    select run_key, step, substr(metric, 7, length(metric) - 8) as phase, value as seconds
+    from {{ ref('metrics') }}
+    where metric like 'phase\_%\_s' escape '\' and isfinite(value) and value >= 0
+),
+
+step_totals as (
+    select
+        p.run_key,
+        p.step,
+        coalesce(max(m.value), sum(p.seconds)) as step_seconds,
+        max(m.value) is not null as step_time_logged
+    from phases as p
+    left join {{ ref('metrics') }} as m
+        on m.run_key = p.run_key and m.step = p.step and m.metric = 'step_time_s' and isfinite(m.value)
+    group by p.run_key, p.step
+),
+
+per_phase as (
+    select
+        p.run_key,
+        p.phase,
+        count(*) as steps,
+        sum(p.seconds) as total_s,
+        avg(p.seconds) as mean_s,
+        sum(p.seconds) / nullif(sum(t.step_seconds), 0) as share_of_step,
+        bool_and(t.step_time_logged) as step_time_logged
+    from phases as p
+    join step_totals as t using (run_key, step)
+    group by p.run_key, p.phase
+),
+
+final as (
+    select
+        *,
+        share_of_step > 0.6 as is_bottleneck,
+        row_number() over (partition by run_key order by share_of_step desc) as rank_in_run
+    from per_phase
+)
+
+select * from final
