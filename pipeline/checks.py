@@ -166,12 +166,13 @@ def write_anomalies(con, outcomes: list[CheckOutcome]) -> int:
     return len(rows)
 
 
-def check_overrides(settings) -> dict[str, dict]:
-    """Per-check parameter overrides from grpolens.yaml (`checks: {kl_spike: {min_kl: 0.3}}`)."""
+def check_overrides(settings, rules: list[Check]) -> dict[str, dict]:
+    """Per-check parameter overrides from grpolens.yaml (`checks: {kl_spike: {min_kl: 0.3}}`), validated against
+    the rules the caller already loaded."""
     section = settings.load_config().get("checks") or {}
     if not isinstance(section, dict):
         raise CheckError("grpolens.yaml: `checks` must map check names to their parameters")
-    known = {check.name for check in load_checks()}
+    known = {check.name for check in rules}
     unknown = sorted(set(section) - known)
     if unknown:
         raise CheckError(f"grpolens.yaml names unknown checks: {', '.join(unknown)}")
@@ -183,7 +184,7 @@ def check_warehouse(settings, run_key: str | None = None, persist: bool = True) 
     from pipeline import warehouse
 
     checks = load_checks()
-    overrides = check_overrides(settings)
+    overrides = check_overrides(settings, checks)
     con = warehouse.connect_readonly(settings)
     try:
         outcomes = run_checks(con, checks, overrides, run_key)

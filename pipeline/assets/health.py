@@ -37,7 +37,7 @@ def _asset_check(rule: checks.Check) -> dg.AssetChecksDefinition:
         settings = grpolens.settings()
         con = warehouse.connect_readonly(settings)
         try:
-            outcome = checks.run_check(con, rule, checks.check_overrides(settings).get(rule.name))
+            outcome = checks.run_check(con, rule, checks.check_overrides(settings, RULES).get(rule.name))
         finally:
             con.close()
         if outcome.error:
