@@ -62,6 +62,10 @@ RUNS_SCHEMA = pa.schema(
         ("step_offsets", pa.string()),
         ("ingest_id", pa.int64()),
         ("ingested_at", pa.timestamp("us", tz="UTC")),
+        ("artifacts", pa.string()),  # JSON list of {name, type, version, aliases} the run logged (W&B cloud)
+        # The run's history was read again from its start by this ingest (a rewound W&B run): this source's
+        # history rows of that run from earlier ingests are superseded. Null: never reloaded.
+        ("history_from_ingest", pa.int64()),
     ]
 )
 

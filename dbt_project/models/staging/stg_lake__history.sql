@@ -1,23 +1,37 @@
 -- Every logged value once per (run_key, step, key): the newest ingest wins, and within one ingest the
 -- value written last in the run file. `versions` counts how many rows carried that (run, step, key),
 -- which is how a repeated step (two log calls for one trainer step) stays visible after de-duplication.
+-- A run whose history a source read again from its start (a rewound W&B run: `history_from_ingest` on
+-- its runs row) keeps only that source's rows from that ingest on: the steps the rewind removed go.
 with source as (
     {{ lake_union('history') }}
 ),
 
+reloads as (
+    select lake_source, run_key, max(history_from_ingest) as history_from_ingest
+    from ({{ lake_union('runs') }})
+    where history_from_ingest is not null
+    group by all
+),
+
 renamed as (
     select
-        run_key,
-        step,
-        ts,
-        key,
-        value,
-        value_int,
-        value_text,
-        value_type,
-        ingest_id,
-        file_offset
+        source.run_key,
+        source.step,
+        source.ts,
+        source.key,
+        source.value,
+        source.value_int,
+        source.value_text,
+        source.value_type,
+        source.ingest_id,
+        source.file_offset
     from source
+    left join reloads
+        on reloads.lake_source = source.lake_source
+        and reloads.run_key = source.run_key
+    where reloads.history_from_ingest is null
+        or source.ingest_id >= reloads.history_from_ingest
 ),
 
 final as (

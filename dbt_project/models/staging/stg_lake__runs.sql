@@ -27,6 +27,8 @@ renamed as (
         wandb_version,
         source_files,
         step_offsets,
+        artifacts::json as artifacts,
+        history_from_ingest,
         ingest_id,
         ingested_at
     from source
