@@ -23,6 +23,7 @@ class Source:
 
 SOURCES: dict[str, Source] = {
     "wandb_offline": Source("wandb offline", "GRPOLENS_WANDB_DIRS", "wandb_dirs", "pipeline.sources.wandb_offline"),
+    "wandb_cloud": Source("wandb cloud", "GRPOLENS_WANDB_PROJECTS", "wandb_projects", "pipeline.sources.wandb_cloud"),
     "trainer_log": Source("trainer logs", "GRPOLENS_TRAINER_LOGS", "trainer_logs", "pipeline.sources.trainer_logs"),
     "axiom": Source("axiom", "AXIOM_TOKEN", "axiom_datasets", "pipeline.sources.axiom", ("events", "ingest_issues")),
     "event_files": Source("event files", "GRPOLENS_EVENT_FILES", "event_files", "pipeline.sources.event_files",

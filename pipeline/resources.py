@@ -20,10 +20,11 @@ class GrpolensResource(dg.ConfigurableResource):
     trainer_logs: str = ""
     axiom_datasets: str = ""  # comma-separated; set only when AXIOM_TOKEN is (the client reads the token itself)
     event_files: str = ""
+    wandb_projects: str = ""  # comma-separated entity/project or project (the client reads WANDB_API_KEY itself)
 
     def settings(self) -> Settings:
         return Settings.from_values(self.home, self.wandb_dirs, self.trainer_logs, self.axiom_datasets,
-                                    self.event_files)
+                                    self.event_files, self.wandb_projects)
 
 
 def _env(name: str, default: str) -> str | dg.EnvVar:
@@ -35,7 +36,8 @@ def grpolens_resource() -> GrpolensResource:
     datasets = (os.environ.get("GRPOLENS_AXIOM_DATASETS") or "diplomacy") if os.environ.get("AXIOM_TOKEN") else ""
     return GrpolensResource(home=_env("GRPOLENS_HOME", "warehouse"), wandb_dirs=_env("GRPOLENS_WANDB_DIRS", ""),
                             trainer_logs=_env("GRPOLENS_TRAINER_LOGS", ""), axiom_datasets=datasets,
-                            event_files=_env("GRPOLENS_EVENT_FILES", ""))
+                            event_files=_env("GRPOLENS_EVENT_FILES", ""),
+                            wandb_projects=_env("GRPOLENS_WANDB_PROJECTS", ""))
 
 
 def dbt_resource() -> DbtCliResource:

@@ -15,6 +15,10 @@ def _paths(value: str | None) -> list[Path]:
     return [Path(p).expanduser() for p in (value or "").split(os.pathsep) if p.strip()]
 
 
+def _names(value: str | None) -> tuple[str, ...]:
+    return tuple(n.strip() for n in (value or "").split(",") if n.strip())
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path
@@ -22,21 +26,24 @@ class Settings:
     trainer_logs: tuple[Path, ...] = ()
     axiom_datasets: tuple[str, ...] = ()  # empty when AXIOM_TOKEN is unset: the source is not configured
     event_files: tuple[Path, ...] = ()
+    wandb_projects: tuple[str, ...] = ()  # W&B cloud: entity/project or project
 
     @classmethod
     def from_env(cls, home: str | os.PathLike | None = None) -> "Settings":
         datasets = os.environ.get("GRPOLENS_AXIOM_DATASETS") or "diplomacy"
         return cls.from_values(home or os.environ.get("GRPOLENS_HOME"), os.environ.get("GRPOLENS_WANDB_DIRS"),
                                os.environ.get("GRPOLENS_TRAINER_LOGS"),
-                               datasets if os.environ.get("AXIOM_TOKEN") else "", os.environ.get("GRPOLENS_EVENT_FILES"))
+                               datasets if os.environ.get("AXIOM_TOKEN") else "", os.environ.get("GRPOLENS_EVENT_FILES"),
+                               os.environ.get("GRPOLENS_WANDB_PROJECTS"))
 
     @classmethod
     def from_values(cls, home: str | os.PathLike | None, wandb_dirs: str | None, trainer_logs: str | None = None,
-                    axiom_datasets: str | None = None, event_files: str | None = None) -> "Settings":
+                    axiom_datasets: str | None = None, event_files: str | None = None,
+                    wandb_projects: str | None = None) -> "Settings":
         home_path = Path(home or "warehouse").expanduser().resolve()
-        datasets = tuple(d.strip() for d in (axiom_datasets or "").split(",") if d.strip())
         return cls(home=home_path, wandb_dirs=tuple(_paths(wandb_dirs)), trainer_logs=tuple(_paths(trainer_logs)),
-                   axiom_datasets=datasets, event_files=tuple(_paths(event_files)))
+                   axiom_datasets=_names(axiom_datasets), event_files=tuple(_paths(event_files)),
+                   wandb_projects=_names(wandb_projects))
 
     @property
     def lake(self) -> Path:

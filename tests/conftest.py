@@ -29,7 +29,8 @@ def _isolated_env(monkeypatch, tmp_path):
     """No test sees the developer's own data home, W&B folders or keys."""
     for name in ("GRPOLENS_HOME", "GRPOLENS_WANDB_DIRS", "GRPOLENS_TRAINER_LOGS", "GRPOLENS_CONFIG", "WANDB_ENTITY",
                  "WANDB_API_KEY", "WANDB_BASE_URL", "AXIOM_TOKEN", "AXIOM_ORG_ID", "AXIOM_URL",
-                 "GRPOLENS_AXIOM_DATASETS", "GRPOLENS_EVENT_FILES"):
+                 "GRPOLENS_AXIOM_DATASETS", "GRPOLENS_EVENT_FILES", "GRPOLENS_WANDB_PROJECTS",
+                 "GRPOLENS_WANDB_CONCURRENCY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb-dir"))
     monkeypatch.setenv("WANDB_CACHE_DIR", str(tmp_path / "wandb-cache"))

@@ -62,6 +62,7 @@ def test_locked_warehouse_is_one_clear_line(refreshed):
 def test_unconfigured_source_is_skipped_with_one_line(tmp_path):
     out = grpolens("ingest", env={"GRPOLENS_HOME": str(tmp_path)}, check=True)
     assert out.stderr.splitlines() == ["wandb offline: skipped: GRPOLENS_WANDB_DIRS is not set",
+                                       "wandb cloud: skipped: GRPOLENS_WANDB_PROJECTS is not set",
                                        "trainer logs: skipped: GRPOLENS_TRAINER_LOGS is not set",
                                        "axiom: skipped: AXIOM_TOKEN is not set",
                                        "event files: skipped: GRPOLENS_EVENT_FILES is not set"]

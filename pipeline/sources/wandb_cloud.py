@@ -1,0 +1,495 @@
+"""Incremental ingest of W&B cloud runs through the official client (``wandb.Api``) into the lake.
+
+Cloud runs land as the same rows as offline run files (``run_key`` ``wandb:<entity>/<project>/<run_id>``, history
+long form), so a run read both ways is one run. What makes it incremental:
+
+- **Listing** per project is filtered server-side on ``updatedAt > watermark``; the watermark is when the previous
+  listing started, minus ``overlap`` for clock skew between us and the server. The lightweight listing carries
+  each run's heartbeat, history line count and state; a run whose signature equals its cursor's costs nothing more
+  (no history request), so the overlap is cheap.
+- **Changed runs** get their config, summary, tags, sweep and artifacts fetched, and their history read with
+  ``scan_history(min_step=<last ingested step + 1>)`` (complete pages, never the sampled ``history()``). When the
+  last step or the row count went down the run was rewound: its history is read again from step 0 and the run's
+  ``history_from_ingest`` tells staging to drop the rows of earlier ingests.
+- **Cursors** are per run (``_state/wandb_cloud/runs/<digest>.json``, each with its own lock) so Dagster can ingest
+  runs one partition at a time, concurrently; the project watermarks live in ``_state/wandb_cloud.json``. A run that
+  fails (429 after the client's retries, 5xx, timeout, an error mid-scan) is reported and keeps its cursor, and the
+  watermark of its project does not pass it: the next refresh reads it again; other runs go on.
+
+The API key is the client's (``WANDB_API_KEY``); it is scrubbed from every message we keep.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import threading
+import time
+from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from pipeline import lake
+from pipeline.sources.wandb_offline import FileIssue, IngestReport
+from pipeline.sources.wandb_records import redact_secrets
+from pipeline.values import finite, json_text
+
+SOURCE = "wandb_cloud"
+OVERLAP = timedelta(minutes=5)
+DEFAULT_CONCURRENCY = 4
+
+
+class CloudUnavailable(Exception):
+    """Nothing can be read this time (the server refused the key, or does not answer): the source stops."""
+
+    kind = "unavailable"
+
+
+class AuthRefused(CloudUnavailable):
+    kind = "auth_refused"
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """A run as the lightweight listing shows it."""
+
+    entity: str
+    project: str
+    run_id: str
+    signature: str  # what changes when the run does: heartbeat, history line count, state, name, tags, group
+
+    @property
+    def path(self) -> str:
+        return f"{self.entity}/{self.project}/{self.run_id}"
+
+    @property
+    def run_key(self) -> str:
+        return f"wandb:{self.path}"
+
+
+@dataclass
+class CloudReport(IngestReport):
+    projects: int = 0
+    runs_listed: int = 0
+    runs_changed: int = 0
+    runs_failed: int = 0
+    history_rows: int = 0
+
+    def lines(self) -> list[str]:
+        out = [f"wandb cloud: {self.projects} projects, {self.runs_listed} runs listed, {self.runs_changed} changed, "
+               f"{self.history_rows} history rows, {self.values} values, {self.runs_failed} failed "
+               f"in {self.seconds:.2f}s"]
+        out += [f"  note: {n}" for n in self.notes]
+        out += [f"  skipped: {i.path}: {i.kind}: {i.message}" for i in self.issues]
+        return out
+
+
+def parse_projects(names: Iterable[str], default_entity: str | None) -> list[tuple[str | None, str]]:
+    """``entity/project`` or ``project`` (entity from ``WANDB_ENTITY``, else the key's default entity)."""
+    out = []
+    for name in names:
+        name = str(name).strip().strip("/")
+        if not name:
+            continue
+        entity, _, project = name.rpartition("/")
+        if "/" in entity:
+            raise ValueError(f"{name!r} is not 'entity/project' or 'project'")
+        out.append((entity or default_entity or None, project))
+    return out
+
+
+def connect(api_key: str | None = None, base_url: str | None = None, timeout: int = 30):
+    """The official client, configured from the arguments or the variables it reads itself."""
+    import wandb
+
+    overrides = {}
+    base_url = base_url or os.environ.get("WANDB_BASE_URL")
+    if base_url:
+        overrides["base_url"] = base_url
+    return wandb.Api(overrides=overrides, timeout=timeout, api_key=api_key or os.environ.get("WANDB_API_KEY"))
+
+
+def parse_time(value: Any) -> datetime | None:
+    """W&B's ISO timestamps, with or without ``Z``; naive ones are UTC."""
+    if not value:
+        return None
+    if isinstance(value, datetime):
+        stamp = value
+    else:
+        try:
+            stamp = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
+
+
+def iso_z(stamp: datetime) -> str:
+    return stamp.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _micros(stamp: datetime | None) -> int | None:
+    return None if stamp is None else int(stamp.timestamp() * 1_000_000)
+
+
+def list_runs(api, entity: str, project: str, updated_after: datetime | None) -> list[RunRef]:
+    """The project's runs updated after the given time (all when None), from the lightweight listing."""
+    filters = {"updatedAt": {"$gt": iso_z(updated_after)}} if updated_after else None
+    runs = api.runs(f"{entity}/{project}", filters=filters, order="+created_at", per_page=200, lazy=True)
+    return [RunRef(entity, project, run.id, run_signature(run._attrs)) for run in runs]
+
+
+def changed_runs(lake_root: Path, refs: Iterable[RunRef]) -> list[RunRef]:
+    """The listed runs whose signature differs from their cursor's (read-only: sensors call it)."""
+    out = []
+    for ref in refs:
+        cursor = load_cursor(Path(lake_root), ref.run_key)
+        if cursor is None or cursor.get("signature") != ref.signature:
+            out.append(ref)
+    return out
+
+
+def run_signature(attrs: dict) -> str:
+    parts = [attrs.get(k) for k in ("heartbeatAt", "historyLineCount", "state", "displayName", "group", "jobType",
+                                     "sweepName")]
+    parts.append(sorted(attrs.get("tags") or []))
+    return hashlib.sha1(json.dumps(parts, default=str).encode()).hexdigest()[:16]
+
+
+def _cursor_name(run_key: str) -> str:
+    """Cursor and lock files are named by a digest: run names are whatever the user typed."""
+    return f"{SOURCE}/runs/{hashlib.sha1(run_key.encode()).hexdigest()[:20]}"
+
+
+def load_cursor(lake_root: Path, run_key: str) -> dict | None:
+    data = lake.IngestState.load(lake_root, _cursor_name(run_key)).data
+    return data if data.get("run_key") == run_key else None
+
+
+def history_texts(row: dict) -> tuple[int | None, int | None, list[str], list[str]]:
+    """One ``scan_history`` row → (step, time in µs, keys, JSON texts) as an offline history record gives them.
+
+    The cloud's history is wide: a key not logged at a step comes back as None (or is left out), so None is
+    dropped; that is also how W&B itself shows it.
+    """
+    keys, texts = [], []
+    step = ts_us = None
+    for key, value in row.items():
+        if value is None:
+            continue
+        if key == "_step":
+            try:
+                step = int(value)
+            except (TypeError, ValueError):
+                step = None
+            continue
+        if key == "_timestamp" and isinstance(value, (int, float)) and math.isfinite(value):
+            ts_us = int(round(value * 1_000_000))
+        keys.append(str(key))
+        texts.append(json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=True))
+    return step, ts_us, keys, texts
+
+
+@dataclass
+class _RunResult:
+    ref: RunRef
+    row: dict
+    cursor: dict
+    values: int = 0
+    rows: int = 0
+
+
+class CloudIngest:
+    """One ingest pass over the configured projects, or over named runs (``run_paths``, one Dagster partition)."""
+
+    def __init__(self, lake_root: Path, projects: Iterable[str], progress: Callable[[str], None] | None = None, *,
+                 api=None, run_paths: Iterable[str] | None = None, batch_rows: int = 100_000,
+                 concurrency: int | None = None, overlap: timedelta = OVERLAP, page_size: int = 1_000,
+                 default_entity: str | None = None, chunk_runs: int = 200):
+        self.lake_root = Path(lake_root)
+        self.default_entity = default_entity or os.environ.get("WANDB_ENTITY") or None
+        self.projects = parse_projects(projects, self.default_entity)
+        self.run_paths = list(run_paths) if run_paths is not None else None
+        self.progress = progress or (lambda _msg: None)
+        self._api = api
+        self.batch_rows = batch_rows
+        self.concurrency = max(1, concurrency or int(os.environ.get("GRPOLENS_WANDB_CONCURRENCY") or DEFAULT_CONCURRENCY))
+        self.overlap = overlap
+        self.page_size = page_size
+        self._secret = os.environ.get("WANDB_API_KEY") or ""
+        self.chunk_runs = chunk_runs  # runs per commit: bounds open lock files and what a crash costs
+        self._done = 0
+        self._written: set[int] = set()
+
+    # -- helpers
+
+    @property
+    def api(self):
+        if self._api is None:
+            self._api = connect()
+        return self._api
+
+    def scrub(self, text: str) -> str:
+        secret = getattr(self._api, "api_key", None) or self._secret
+        text = str(text)
+        for value in {secret, self._secret} - {""}:
+            if value and len(value) >= 8:
+                text = text.replace(value, "***")
+        return text.splitlines()[0][:500] if text else text
+
+    def _fail(self, report: CloudReport, path: str, kind: str, exc: BaseException) -> None:
+        message = self.scrub(f"{type(exc).__name__}: {exc}")
+        report.issues.append(FileIssue(path, 0, 0, kind, message))
+
+    @staticmethod
+    def _is_auth_error(exc: BaseException) -> bool:
+        text = f"{type(exc).__name__} {exc}".lower()
+        return "401" in text or "unauthorized" in text or "authenticat" in text or "api key" in text
+
+    # -- the pass
+
+    def run(self) -> CloudReport:
+        started = time.perf_counter()
+        report = CloudReport()
+        report.projects = len(self.projects)
+        lake.ensure_layout(self.lake_root, SOURCE)
+        with ExitStack() as stack:
+            if self.run_paths is None:  # a full pass owns the watermarks
+                stack.enter_context(lake.ingest_lock(self.lake_root, SOURCE))
+            state = lake.IngestState.load(self.lake_root, SOURCE)
+            try:
+                self._check_key()
+                if self.run_paths is None:
+                    listed, listing = self._list_projects(state, report)
+                else:
+                    listed, listing = self._list_named(report), {}
+            except CloudUnavailable as exc:
+                report.issues.append(FileIssue(self._base_url(), 0, 0, exc.kind, str(exc)))
+                self.progress(f"wandb cloud: {exc}")
+                self._write_issues(report)
+                report.seconds = time.perf_counter() - started
+                return report
+            report.runs_listed = len(listed)
+            changed = listed if self.run_paths is not None else changed_runs(self.lake_root, listed)
+            report.runs_changed = len(changed)
+            failed_projects: set[tuple[str, str]] = set()
+            try:
+                for start in range(0, len(changed), self.chunk_runs):
+                    self._ingest_runs(changed[start:start + self.chunk_runs], report, failed_projects)
+            except AuthRefused as exc:
+                report.issues.append(FileIssue(self._base_url(), 0, 0, exc.kind, str(exc)))
+                self.progress(f"wandb cloud: {exc}")
+                failed_projects.update(self.projects_of(listed))
+            self._write_issues(report)
+            if self.run_paths is None:
+                self._save_watermarks(state, listing, failed_projects)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _base_url(self) -> str:
+        settings = getattr(self._api, "settings", None) or {}
+        return str(settings.get("base_url") or os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai")
+
+    def _check_key(self) -> None:
+        try:
+            viewer = self.api.viewer
+            _ = getattr(viewer, "username", None)
+        except Exception as exc:
+            if self._is_auth_error(exc):
+                raise AuthRefused(f"W&B refused the API key at {self._base_url()} (check WANDB_API_KEY): "
+                                  f"{self.scrub(exc)}") from None
+            raise CloudUnavailable(f"W&B at {self._base_url()} did not answer: {self.scrub(exc)}") from None
+
+    def _list_projects(self, state: lake.IngestState, report: CloudReport):
+        """Runs updated since each project's watermark; returns them and, per project, when its listing began."""
+        watermarks: dict = state.data.setdefault("projects", {})
+        listed: list[RunRef] = []
+        listing: dict[tuple[str, str], datetime] = {}
+        for n, (entity, project) in enumerate(self.projects, 1):
+            entity = entity or self._viewer_entity()
+            label = f"{entity}/{project}"
+            began = datetime.now(timezone.utc)
+            mark = parse_time((watermarks.get(label) or {}).get("listed_at"))
+            self.progress(f"[{n}/{len(self.projects)}] listing {label}")
+            try:
+                listed += list_runs(self.api, entity, project, mark - self.overlap if mark else None)
+            except Exception as exc:
+                if self._is_auth_error(exc):
+                    raise AuthRefused(f"W&B refused the API key listing {label}: {self.scrub(exc)}") from None
+                self._fail(report, f"wandb:{label}", "list_failed", exc)
+                continue
+            listing[(entity, project)] = began
+        return listed, listing
+
+    def _viewer_entity(self) -> str:
+        entity = getattr(self.api, "default_entity", None)
+        if not entity:
+            raise AuthRefused("no entity: give projects as entity/project or set WANDB_ENTITY")
+        return entity
+
+    def _list_named(self, report: CloudReport) -> list[RunRef]:
+        refs = []
+        for path in self.run_paths or []:
+            parts = path.strip("/").split("/")
+            if len(parts) != 3:
+                report.issues.append(FileIssue(path, 0, 0, "bad_run_path", "expected entity/project/run_id"))
+                continue
+            refs.append(RunRef(parts[0], parts[1], parts[2], ""))
+        return refs
+
+    def _save_watermarks(self, state: lake.IngestState, listing: dict, failed: set) -> None:
+        """A project's watermark moves to when its listing began, unless one of its runs failed."""
+        marks = state.data.setdefault("projects", {})
+        for (entity, project), began in listing.items():
+            if (entity, project) not in failed:
+                marks[f"{entity}/{project}"] = {"listed_at": iso_z(began)}
+        state.save(int(state.data.get("last_ingest_id", 0)))
+
+    # -- runs
+
+    @staticmethod
+    def projects_of(refs: Iterable[RunRef]) -> set[tuple[str, str]]:
+        return {(ref.entity, ref.project) for ref in refs}
+
+    def _ingest_runs(self, chunk: list[RunRef], report: CloudReport, failed_projects: set) -> None:
+        """One ingest of some runs: one part per table, then their cursors (each run locked meanwhile)."""
+        with ExitStack() as locks:
+            todo, cursors = [], {}
+            for ref in chunk:
+                try:
+                    locks.enter_context(lake.ingest_lock(self.lake_root, _cursor_name(ref.run_key)))
+                except lake.IngestBusy:
+                    report.notes.append(f"{ref.path}: another ingest of this run is running; left to it")
+                    failed_projects.add((ref.entity, ref.project))
+                    continue
+                todo.append(ref)
+                cursors[ref.run_key] = load_cursor(self.lake_root, ref.run_key)  # read under the run's lock
+            previous = [int(c.get("ingest_id", 0)) for c in cursors.values() if c]
+            ingest_id = max([int(time.time() * 1_000_000)] + [p + 1 for p in previous])
+            writer = lake.PartWriter(self.lake_root, "history", SOURCE, ingest_id)
+            buffer = lake.HistoryBuffer(writer, ingest_id, self.batch_rows)
+            buffer_lock = threading.Lock()
+            results: list[_RunResult] = []
+            issues_before = len(report.issues)
+            try:
+                with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="wandb-cloud") as pool:
+                    futures = {pool.submit(self._ingest_run, ref, cursors[ref.run_key], ingest_id, buffer,
+                                           buffer_lock): ref for ref in todo}
+                    refused = None
+                    for future in as_completed(futures):
+                        ref = futures[future]
+                        try:
+                            results.append(future.result())
+                        except Exception as exc:
+                            report.runs_failed += 1
+                            failed_projects.add((ref.entity, ref.project))
+                            if self._is_auth_error(exc):
+                                refused = refused or exc
+                                for other in futures:
+                                    other.cancel()
+                            elif not isinstance(exc, CancelledError):
+                                self._fail(report, ref.path, "run_failed", exc)
+                        self._done += 1
+                        self._show_progress(self._done, report.runs_changed)
+                with buffer_lock:
+                    buffer.flush()
+                writer.commit()
+            except BaseException:
+                writer.abort()
+                raise
+            report.values += buffer.total
+            report.history_rows += sum(r.rows for r in results)
+            now_us = int(time.time() * 1_000_000)
+            lake.write_part(self.lake_root, "runs", SOURCE, ingest_id,
+                            [dict(r.row, ingest_id=ingest_id, ingested_at=now_us) for r in results])
+            self._write_issues(report, ingest_id, report.issues[issues_before:])
+            for result in results:
+                cursor = lake.IngestState.load(self.lake_root, _cursor_name(result.ref.run_key))
+                cursor.data.update(result.cursor)
+                cursor.save(ingest_id)
+        if results:
+            report.ingest_id = ingest_id
+            report.runs_touched = sorted(set(report.runs_touched) | {r.ref.run_key for r in results})
+        if refused is not None:
+            raise AuthRefused(f"W&B refused the API key at {self._base_url()} (check WANDB_API_KEY): "
+                              f"{self.scrub(refused)}")
+
+    def _write_issues(self, report: CloudReport, ingest_id: int | None = None,
+                      issues: list[FileIssue] | None = None) -> None:
+        """Issues not yet written (a run's ingest writes its own; listing and key problems come here)."""
+        issues = [i for i in (report.issues if issues is None else issues) if id(i) not in self._written]
+        if not issues:
+            return
+        ingest_id = ingest_id or int(time.time() * 1_000_000)
+        now_us = int(time.time() * 1_000_000)
+        lake.write_part(self.lake_root, "ingest_issues", SOURCE, ingest_id,
+                        [{"source": SOURCE, "path": i.path, "offset": i.offset, "bytes_skipped": i.bytes_skipped,
+                          "kind": i.kind, "message": i.message, "ingest_id": ingest_id, "noticed_at": now_us}
+                         for i in issues])
+        self._written.update(id(i) for i in issues)
+
+    def _show_progress(self, done: int, total: int) -> None:
+        step = max(1, total // 20)
+        if done == total or done % step == 0:
+            filled = int(20 * done / total)
+            self.progress(f"wandb cloud: [{'#' * filled}{'.' * (20 - filled)}] {done}/{total} runs")
+
+    def _ingest_run(self, ref: RunRef, cursor: dict | None, ingest_id: int, buffer: lake.HistoryBuffer,
+                    buffer_lock: threading.Lock) -> _RunResult:
+        run = self.api.run(ref.path)
+        attrs = run._attrs
+        signature = run_signature(attrs)
+        last_step = run.lastHistoryStep
+        line_count = attrs.get("historyLineCount")
+        from_ingest = cursor.get("history_from_ingest") if cursor else None
+        min_step = 0
+        if cursor and cursor.get("last_step") is not None:
+            rewound = last_step < cursor["last_step"] or (
+                line_count is not None and cursor.get("line_count") is not None and line_count < cursor["line_count"])
+            if rewound:
+                self.progress(f"{ref.path}: history got shorter (last step {cursor['last_step']} -> {last_step}, "
+                              f"rows {cursor.get('line_count')} -> {line_count}); reading it again from step 0")
+                from_ingest = ingest_id
+            else:
+                min_step = cursor["last_step"] + 1
+        rows = values = 0
+        top = cursor.get("last_step") if cursor and from_ingest != ingest_id else None
+        if last_step >= min_step:
+            scan = run.scan_history(min_step=min_step, page_size=self.page_size, use_cache=False)
+            for seq, raw in enumerate(scan):
+                step, ts_us, keys, texts = history_texts(raw)
+                if step is None or step < min_step:
+                    continue
+                with buffer_lock:
+                    buffer.add_row(ref.run_key, step, ts_us, seq, keys, texts)
+                rows += 1
+                values += len(keys)
+                top = step if top is None else max(top, step)
+        artifacts = [{"name": a.name, "type": a.type, "version": a.version, "aliases": list(a.aliases or [])}
+                     for a in run.logged_artifacts()]
+        sweep = attrs.get("sweepName") or None
+        row = {
+            "run_key": ref.run_key, "source": "wandb", "origin": "cloud", "entity": ref.entity,
+            "project": ref.project, "run_id": ref.run_id, "name": attrs.get("displayName") or run.name,
+            "state": attrs.get("state"), "exit_code": None, "tags": list(attrs.get("tags") or []),
+            "group_name": attrs.get("group") or None, "job_type": attrs.get("jobType") or None, "sweep_id": sweep,
+            "created_at": _micros(parse_time(attrs.get("createdAt"))),
+            "heartbeat_at": _micros(parse_time(attrs.get("heartbeatAt"))),
+            "config": json_text(redact_secrets(finite(dict(run.config)))),
+            "summary": json_text(redact_secrets(finite(dict(run.summary_metrics)))),
+            "last_step": top, "history_rows": line_count, "wandb_version": None, "source_files": [],
+            "step_offsets": None, "artifacts": json_text(artifacts), "history_from_ingest": from_ingest,
+        }
+        new_cursor = {"run_key": ref.run_key, "signature": signature, "last_step": top, "line_count": line_count,
+                      "history_from_ingest": from_ingest, "ingest_id": ingest_id}
+        return _RunResult(ref, row, new_cursor, values, rows)
+
+
+def ingest(lake_root: Path, projects: Iterable[str], progress: Callable[[str], None] | None = None,
+           **options) -> CloudReport:
+    """Read what changed in each project (``entity/project`` or ``project``) into lake/*/source=wandb_cloud."""
+    return CloudIngest(lake_root, projects, progress, **options).run()
