@@ -5,16 +5,17 @@ import dagster as dg
 from pipeline.assets.dbt import grpolens_dbt_assets
 from pipeline.assets.health import anomalies, health_checks
 from pipeline.assets.ingestion import LAKE_ASSETS
-from pipeline.jobs import refresh_job
+from pipeline.assets.wandb_cloud import wandb_cloud_lake
+from pipeline.jobs import refresh_job, wandb_cloud_job
 from pipeline.resources import dbt_resource, grpolens_resource
 from pipeline.schedules import refresh_schedule
-from pipeline.sensors import FILE_SENSORS
+from pipeline.sensors import FILE_SENSORS, wandb_cloud_sensor
 
 defs = dg.Definitions(
-    assets=[*LAKE_ASSETS.values(), grpolens_dbt_assets, anomalies],
+    assets=[*LAKE_ASSETS.values(), wandb_cloud_lake, grpolens_dbt_assets, anomalies],
     asset_checks=health_checks,
-    jobs=[refresh_job],
-    sensors=list(FILE_SENSORS.values()),
+    jobs=[refresh_job, wandb_cloud_job],
+    sensors=[*FILE_SENSORS.values(), wandb_cloud_sensor],
     schedules=[refresh_schedule],
     resources={"grpolens": grpolens_resource(), "dbt": dbt_resource()},
     # One process: DuckDB admits one writer, and the steps of a refresh are sequential anyway.

@@ -1,14 +1,18 @@
-"""Sensors: start a refresh as soon as a source's files appear or grow (one stat per file; nothing is written)."""
+"""Sensors: start a refresh as soon as a source's files appear or grow (one stat per file; nothing is written),
+and ingest W&B cloud runs that appeared or changed, one partition each."""
 
 import hashlib
 import importlib
 import os
+from datetime import datetime, timezone
 
 import dagster as dg
 
+from pipeline.assets.wandb_cloud import wandb_cloud_runs
 from pipeline.ingest import SOURCES
-from pipeline.jobs import refresh_job
+from pipeline.jobs import refresh_job, wandb_cloud_job
 from pipeline.resources import GrpolensResource
+from pipeline.sources import wandb_cloud
 
 
 def files_sensor(name: str) -> dg.SensorDefinition:
@@ -37,3 +41,26 @@ def files_sensor(name: str) -> dg.SensorDefinition:
 # Every file-based source has one; Axiom is polled by the refresh schedule.
 FILE_SENSORS = {name: files_sensor(name) for name in SOURCES
                 if hasattr(importlib.import_module(SOURCES[name].module), "pending_files")}
+
+
+@dg.sensor(name="wandb_cloud_sensor", job=wandb_cloud_job, minimum_interval_seconds=300,
+           default_status=dg.DefaultSensorStatus.STOPPED,
+           description="Adds a partition per new W&B cloud run and requests the runs updated since the last look.")
+def wandb_cloud_sensor(context: dg.SensorEvaluationContext, grpolens: GrpolensResource):
+    settings = grpolens.settings()
+    if not settings.wandb_projects:
+        return dg.SkipReason("GRPOLENS_WANDB_PROJECTS is not set")
+    began = datetime.now(timezone.utc)
+    since = wandb_cloud.parse_time(context.cursor)
+    try:
+        listed, changed = wandb_cloud.list_changed(settings.lake, settings.wandb_projects,
+                                                   since - wandb_cloud.OVERLAP if since else None)
+    except Exception as exc:  # the key or the server; the cursor stays, so the next look covers this one's span
+        return dg.SkipReason(wandb_cloud.scrub_secret(f"listing failed: {type(exc).__name__}: {exc}"))
+    known = set(context.instance.get_dynamic_partitions(wandb_cloud_runs.name))
+    new = sorted({ref.path for ref in listed} - known)
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(partition_key=ref.path, run_key=f"{ref.path}@{ref.signature}") for ref in changed],
+        dynamic_partitions_requests=[wandb_cloud_runs.build_add_request(new)] if new else [],
+        cursor=wandb_cloud.iso_z(began),
+    )

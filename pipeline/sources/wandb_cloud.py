@@ -114,6 +114,16 @@ def connect(api_key: str | None = None, base_url: str | None = None, timeout: in
     return wandb.Api(overrides=overrides, timeout=timeout, api_key=api_key or os.environ.get("WANDB_API_KEY"))
 
 
+def scrub_secret(text: Any, *secrets: str | None) -> str:
+    """One line of an error message with the API key (ours and the environment's) blanked out."""
+    text = str(text)
+    for secret in {*secrets, os.environ.get("WANDB_API_KEY")}:
+        if secret and len(secret) >= 8:
+            text = text.replace(secret, "***")
+    lines = text.strip().splitlines()
+    return lines[0][:500] if lines else ""
+
+
 def parse_time(value: Any) -> datetime | None:
     """W&B's ISO timestamps, with or without ``Z``; naive ones are UTC."""
     if not value:
@@ -233,13 +243,8 @@ class CloudIngest:
             self._api = connect()
         return self._api
 
-    def scrub(self, text: str) -> str:
-        secret = getattr(self._api, "api_key", None) or self._secret
-        text = str(text)
-        for value in {secret, self._secret} - {""}:
-            if value and len(value) >= 8:
-                text = text.replace(value, "***")
-        return text.splitlines()[0][:500] if text else text
+    def scrub(self, text: Any) -> str:
+        return scrub_secret(text, getattr(self._api, "api_key", None), self._secret)
 
     def _fail(self, report: CloudReport, path: str, kind: str, exc: BaseException) -> None:
         message = self.scrub(f"{type(exc).__name__}: {exc}")
@@ -493,3 +498,15 @@ def ingest(lake_root: Path, projects: Iterable[str], progress: Callable[[str], N
            **options) -> CloudReport:
     """Read what changed in each project (``entity/project`` or ``project``) into lake/*/source=wandb_cloud."""
     return CloudIngest(lake_root, projects, progress, **options).run()
+
+
+def list_changed(lake_root: Path, projects: Iterable[str], updated_after: datetime | None, api=None,
+                 default_entity: str | None = None) -> tuple[list[RunRef], list[RunRef]]:
+    """For sensors: the runs listed as updated after the time, and those of them the lake has not caught up
+    with. Reads nothing but the listing and the cursors; writes nothing."""
+    api = api or connect()
+    default_entity = default_entity or os.environ.get("WANDB_ENTITY") or None
+    listed: list[RunRef] = []
+    for entity, project in parse_projects(projects, default_entity):
+        listed += list_runs(api, entity or api.default_entity, project, updated_after)
+    return listed, changed_runs(Path(lake_root), listed)
