@@ -182,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("ingest", help="read new data from the configured sources into the lake")
-    p.add_argument("--source", action="append", choices=["wandb_offline", "trainer_log", "axiom", "event_files"],
+    p.add_argument("--source", action="append", choices=list(SOURCES),
                    help="only this source (repeatable)")
     p.set_defaults(func=cmd_ingest)
 
