@@ -35,6 +35,7 @@ def _isolated_env(monkeypatch, tmp_path):
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb-dir"))
     monkeypatch.setenv("WANDB_CACHE_DIR", str(tmp_path / "wandb-cache"))
     monkeypatch.setenv("WANDB_DATA_DIR", str(tmp_path / "wandb-data"))
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
 
 
 @pytest.fixture
