@@ -176,6 +176,8 @@ def cmd_ui(args, settings: Settings) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from pipeline.ingest import SOURCES  # light: the source modules load only when one runs
+
     parser = argparse.ArgumentParser(prog="grpolens",
                                      description="A local warehouse for diagnosing GRPO / RL fine-tuning runs.")
     parser.add_argument("--home", help="data home (default: $GRPOLENS_HOME or ./warehouse)")

@@ -6,7 +6,6 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
-from pipeline import lake
 from pipeline.settings import Settings
 
 
@@ -33,6 +32,8 @@ SOURCES: dict[str, Source] = {
 
 def ensure_lake(settings: Settings) -> None:
     """Every source's folders exist (with their zero-row schema files) so dbt can read all of them."""
+    from pipeline import lake  # pyarrow: not for `grpolens --help`, which reads SOURCES
+
     for name in SOURCES:
         lake.ensure_layout(settings.lake, name)
 

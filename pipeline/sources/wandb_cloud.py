@@ -25,6 +25,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import threading
 import time
 from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
@@ -41,6 +42,7 @@ from pipeline.values import finite, json_text
 
 SOURCE = "wandb_cloud"
 OVERLAP = timedelta(minutes=5)
+_AUTH_TEXT = re.compile(r"(?i)(status|code|http)\D{0,5}401\b|unauthori[sz]ed|not logged in|failed to verify credentials")
 DEFAULT_CONCURRENCY = 4
 
 
@@ -252,8 +254,8 @@ class CloudIngest:
 
     @staticmethod
     def _is_auth_error(exc: BaseException) -> bool:
-        text = f"{type(exc).__name__} {exc}".lower()
-        return "401" in text or "unauthorized" in text or "authenticat" in text or "api key" in text
+        names = {cls.__name__ for cls in type(exc).__mro__}
+        return "AuthenticationError" in names or bool(_AUTH_TEXT.search(str(exc)))
 
     # -- the pass
 
@@ -300,9 +302,10 @@ class CloudIngest:
         return str(settings.get("base_url") or os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai")
 
     def _check_key(self) -> None:
+        """Making the client checks the key (wandb.Api sends a Viewer query); not ``api.viewer``, which would
+        fetch the user's API key list."""
         try:
-            viewer = self.api.viewer
-            _ = getattr(viewer, "username", None)
+            self.api.flush()  # a long-lived client caches listings by filter; ours must be fresh
         except Exception as exc:
             if self._is_auth_error(exc):
                 raise AuthRefused(f"W&B refused the API key at {self._base_url()} (check WANDB_API_KEY): "
@@ -438,9 +441,8 @@ class CloudIngest:
         self._written.update(id(i) for i in issues)
 
     def _show_progress(self, done: int, total: int) -> None:
-        step = max(1, total // 20)
-        if done == total or done % step == 0:
-            filled = int(20 * done / total)
+        filled = 20 * done // total
+        if done == total or filled != 20 * (done - 1) // total:  # one line per 5%, not one per run
             self.progress(f"wandb cloud: [{'#' * filled}{'.' * (20 - filled)}] {done}/{total} runs")
 
     def _ingest_run(self, ref: RunRef, cursor: dict | None, ingest_id: int, buffer: lake.HistoryBuffer,
@@ -464,11 +466,15 @@ class CloudIngest:
         rows = values = 0
         top = cursor.get("last_step") if cursor and from_ingest != ingest_id else None
         if last_step >= min_step:
+            # wandb-core merges exported Parquet files (in no promised order) with the live rows of the history
+            # API, and a page straddling the export boundary yields a step from both: keep each step once.
+            seen: set[int] = set()
             scan = run.scan_history(min_step=min_step, page_size=self.page_size, use_cache=False)
             for seq, raw in enumerate(scan):
                 step, ts_us, keys, texts = history_texts(raw)
-                if step is None or step < min_step:
+                if step is None or step < min_step or step in seen:
                     continue
+                seen.add(step)
                 with buffer_lock:
                     buffer.add_row(ref.run_key, step, ts_us, seq, keys, texts)
                 rows += 1
