@@ -152,10 +152,12 @@ def test_faults_retry_skip_one_run_and_resume_exactly(tmp_path, emu):
         emu.add_run(ENTITY, PROJECT, f"f{i}", history=[{"_step": s, "x": s * 1.5} for s in range(25)],
                     exported_fraction=0.5)
     lake = tmp_path / "lake"
-    emu.fail("429", times=1, operation="Runs", retry_after=1)
+    emu.fail("429", times=1, operation="Runs", retry_after=2)
     emu.fail("500", times=50, operation="HistoryPage", run_id="f2")  # outlasts the client's retries
     report = cloud_ingest(emu, lake, concurrency=3)
-    assert [r.status for r in emu.requests if r.operation == "Runs"][:2] == [429, 200]
+    listing = [r for r in emu.requests if r.operation == "Runs"]
+    assert [r.status for r in listing][:2] == [429, 200]
+    assert listing[1].at - listing[0].at >= 1.8  # Retry-After: 2 was honoured (wandb-core's retry)
     assert report.runs_failed == 1 and [i.path for i in report.issues] == [f"{ENTITY}/{PROJECT}/f2"]
     assert sorted(report.runs_touched) == [f"wandb:{ENTITY}/{PROJECT}/f{i}" for i in (0, 1, 3)]
     assert wandb_cloud.load_cursor(lake, f"wandb:{ENTITY}/{PROJECT}/f2") is None
@@ -241,3 +243,13 @@ def test_dagster_sensor_adds_run_partitions_and_one_run_materializes_alone(tmp_p
                                                         resources={"grpolens": resource}))
     assert [r.partition_key for r in second.run_requests] == [f"{ENTITY}/{PROJECT}/p2"]
     assert not second.dynamic_partitions_requests
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_runs_are_fetched_concurrently_up_to_the_bound(tmp_path, emu, concurrency):
+    for i in range(6):
+        emu.add_run(ENTITY, PROJECT, f"c{i}", history=[{"_step": s, "u": s} for s in range(5)])
+    emu.fail("slow", times=6, operation="Run", delay=0.6)  # each run's detail request takes a while
+    report = cloud_ingest(emu, tmp_path / "lake", concurrency=concurrency)
+    assert len(report.runs_touched) == 6
+    assert emu.max_in_flight == concurrency

@@ -53,6 +53,8 @@ run named in the variables or the file path. Kinds: ``429`` (``retry_after`` sec
 client whose timeout is shorter), ``drop`` (closes the connection without an answer), ``truncated`` (a 200 whose body
 is cut in half, honest Content-Length), ``graphql_error`` (a 200 with ``errors``, ``message`` option).
 
+Concurrency: ``max_in_flight`` is the most GraphQL requests answered at once (``in_flight`` now).
+
 Request log: ``requests`` holds one ``Request(operation, variables, status, method, path)`` per request (files too,
 ``operation="file"``); ``count(operation)`` and ``operations()`` summarise it.
 
@@ -781,6 +783,8 @@ class WandbEmulator:
         self.features: dict[str, bool] = {}
         self.requests: list[Request] = []
         self.telemetry = 0
+        self.in_flight = 0  # GraphQL requests being answered right now, and the most at once: a client's concurrency
+        self.max_in_flight = 0
         self.unknown: list[str] = []  # GraphQL errors the emulator raised (unknown fields, bad filters ...)
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -1437,6 +1441,9 @@ class _Handler(BaseHTTPRequestHandler):
         op = operation_name(query) or body.get("operationName") or None
         status = [200]
         self._pending = (op, variables, "POST", split.path)
+        with em._lock:
+            em.in_flight += 1
+            em.max_in_flight = max(em.max_in_flight, em.in_flight)
         try:
             if not self._authorized():
                 status[0] = 401
@@ -1450,4 +1457,6 @@ class _Handler(BaseHTTPRequestHandler):
                 answer = answer[:len(answer) // 2]
             self._send(200, answer)
         finally:
+            with em._lock:
+                em.in_flight -= 1
             self._log(status[0])
