@@ -1,6 +1,6 @@
 """grpolens benchmarks (`make bench`): ingest throughput vs the parse floor, ingest peak memory, no-op refresh.
 
-    .venv/bin/python -m benchmarks.run [--quick] [--repeats N] [--profile]
+    .venv/bin/python -m benchmarks.run [--quick] [--repeats N] [--profile] [--throughput-only]
 
 Every figure is the median over repeats measured in this run. Run files are written once with the real wandb
 library (offline mode) under benchmarks/out/data/ and reused while their manifest says they are complete. Each
@@ -350,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="sizes / 10, fewer repeats: a smoke run")
     parser.add_argument("--repeats", type=int, help="repeats per figure (default 5; 3 for memory; --quick: 3)")
     parser.add_argument("--profile", action="store_true", help="also print a cProfile of one in-process ingest")
+    parser.add_argument("--throughput-only", action="store_true",
+                        help="only figure 1 (ingest vs parse floor): a quick check while working on the ingest path")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     repeats = args.repeats or (3 if args.quick else 5)
@@ -368,6 +370,17 @@ def main(argv: list[str] | None = None) -> int:
 
     say("1. ingest throughput vs parse floor")
     throughput = bench_throughput(*folders[big["name"]], repeats)
+    if args.throughput_only:
+        t = throughput
+        print(f"1. Ingest throughput: {t['files']} run files, {t['values']:,} values, {t['repeats']} repeats")
+        print(f"   ingest median {t['ingest_s_median']:.3f}s (range {spread(t['ingest_s_all'])}), parse floor median "
+              f"{t['floor_s_median']:.3f}s (range {spread(t['floor_s_all'])}), ratio {t['ratio_ingest_to_floor']:.2f}x "
+              f"(target <= {t['ratio_target']:.0f}x: {'MET' if t['ratio_target_met'] else 'NOT MET'})")
+        if args.profile:
+            print(profile_ingest(folders[big["name"]][0]))
+        shutil.rmtree(SCRATCH, ignore_errors=True)
+        print("BENCH_JSON " + json.dumps({"throughput": throughput}, separators=(",", ":"), default=str))
+        return 0
     if not args.quick and throughput["values"] < 2_000_000:
         say(f"warning: the throughput set holds {throughput['values']:,} values, fewer than 2,000,000")
     say("2. ingest peak memory")
