@@ -352,7 +352,7 @@ class CloudIngest:
     def _viewer_entity(self) -> str:
         entity = getattr(self.api, "default_entity", None)
         if not entity:
-            raise AuthRefused("no entity: give projects as entity/project or set WANDB_ENTITY")
+            raise CloudUnavailable("no entity: give projects as entity/project or set WANDB_ENTITY")
         return entity
 
     def _list_named(self, report: CloudReport) -> list[RunRef]:
