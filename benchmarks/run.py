@@ -1,4 +1,5 @@
-"""grpolens benchmarks (`make bench`): ingest throughput vs the parse floor, ingest peak memory, no-op refresh.
+"""grpolens benchmarks (`make bench`): ingest throughput vs the parse floor, ingest peak memory, no-op refresh,
+events per second, check precision and recall, W&B cloud history rows per second and its no-op refresh.
 
     .venv/bin/python -m benchmarks.run [--quick] [--repeats N] [--profile] [--throughput-only]
 
@@ -393,6 +394,10 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.events import bench_events, print_events
 
     events = bench_events(repeats, args.quick)
+    say("6. W&B cloud ingest through the emulator")
+    from benchmarks.cloud import bench_cloud, print_cloud
+
+    cloud = bench_cloud(3, args.quick)
     say("5. checks on the labelled suite")
     import tempfile
 
@@ -408,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     res = {"mode": "quick" if args.quick else "full", "cpus": os.cpu_count(), "python": platform.python_version(),
            "data_sets": data_sets, "throughput": throughput, "memory": memory,
            "memory_summary": memory_summary(memory), "refresh": refresh, "events": events,
-           "checks": check_scores,
+           "checks": check_scores, "cloud": cloud,
            "total_s": time.perf_counter() - started}
     print_report(res)
     print_events(events)
@@ -416,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"5. Training-health checks on the labelled demo suite (real wandb offline runs, seed 7; {checks_seconds:.0f}s "
           "to write, ingest, build and check). Targets: precision and recall >= 0.9")
     print(format_table(check_scores))
+    print_cloud(cloud)
     if profile:
         print("cProfile of one in-process ingest of the throughput set (top by own time):")
         print(profile)
