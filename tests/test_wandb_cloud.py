@@ -253,3 +253,20 @@ def test_runs_are_fetched_concurrently_up_to_the_bound(tmp_path, emu, concurrenc
     report = cloud_ingest(emu, tmp_path / "lake", concurrency=concurrency)
     assert len(report.runs_touched) == 6
     assert emu.max_in_flight == concurrency
+
+
+def test_a_run_read_from_its_file_and_from_the_cloud_is_one_run_without_duplicates(tmp_path, emu):
+    from pipeline import checks
+
+    rows = [{"train/loss": 1.0 / (i + 1), "train/global_step": i} for i in range(30)]
+    folder = write_run(tmp_path / "wandb", rows, run_id="both1", project=PROJECT, entity=ENTITY)
+    home = Settings(home=tmp_path / "home")
+    wandb_offline.ingest(home.lake, [tmp_path / "wandb"])
+    emu.add_offline_run(folder, entity=ENTITY, project=PROJECT, exported_fraction=0.5)
+    cloud_ingest(emu, home.lake)
+    warehouse.build(home)
+    with duckdb.connect(str(home.duckdb_path), read_only=True) as con:
+        assert con.execute("select count(*), any_value(origin) from runs").fetchone() == (1, "cloud")
+        assert con.execute("select count(*), max(versions) from history where key = 'train/loss'").fetchone() == (30, 1)
+        outcome = checks.run_check(con, next(c for c in checks.load_checks() if c.name == "duplicate_steps"))
+    assert outcome.error is None and outcome.rows == []

@@ -8,8 +8,9 @@
 -- * history.versions > 1: one (run, step, key) arrived more than once, e.g. a trainer restarted from a checkpoint
 --   that appends the same steps to its log again (staging keeps the newest value; this counts what it dropped).
 --   Runs read from trainer_state.json are left out: that file is rewritten whole at every checkpoint and re-read
---   each time, so all of its values have several versions by design. (Rows an interrupted ingest wrote twice also
---   count; that is rare.)
+--   each time, so all of its values have several versions by design. Versions count the producer's records, not
+--   ingests: rows an interrupted ingest wrote twice, or one run read from its file and from the W&B cloud, are
+--   one version.
 -- * a trainer step counter (train/global_step, training/global_step, trainer/global_step, global_step) whose value
 --   repeats across different W&B steps, with some other key logged at two of them: the trainer called log twice for
 --   one step. TRL's evaluation rows repeat train/global_step too, but share no key with the training row except the

@@ -1,6 +1,9 @@
 -- Every logged value once per (run_key, step, key): the newest ingest wins, and within one ingest the
--- value written last in the run file. `versions` counts how many rows carried that (run, step, key),
--- which is how a repeated step (two log calls for one trainer step) stays visible after de-duplication.
+-- value written last in the run file. `versions` counts how many records of the producer carried that
+-- (run, step, key), which is how a repeated step (two log calls for one trainer step) stays visible after
+-- de-duplication. A record is a source's file offset, so the same record read again (an interrupted ingest
+-- re-run, a rewritten file) is one version; W&B cloud rows are not counted: the server keeps one row per
+-- step, and a run read both from its offline file and from the cloud must not look duplicated.
 -- A run whose history a source read again from its start (a rewound W&B run: `history_from_ingest` on
 -- its runs row) keeps only that source's rows from that ingest on: the steps the rewind removed go.
 with source as (
@@ -25,7 +28,8 @@ renamed as (
         source.value_text,
         source.value_type,
         source.ingest_id,
-        source.file_offset
+        source.file_offset,
+        source.lake_source
     from source
     left join reloads
         on reloads.lake_source = source.lake_source
@@ -36,8 +40,9 @@ renamed as (
 
 final as (
     select
-        * exclude (ingest_id, file_offset),
-        count(*) over (partition by run_key, step, key) as versions
+        * exclude (ingest_id, file_offset, lake_source),
+        greatest(1, count(distinct case when lake_source <> 'wandb_cloud' then lake_source || ':' || file_offset end)
+            over (partition by run_key, step, key)) as versions
     from renamed
     qualify row_number() over (
         partition by run_key, step, key order by ingest_id desc, file_offset desc
