@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import math
 import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -270,3 +276,46 @@ def test_a_run_read_from_its_file_and_from_the_cloud_is_one_run_without_duplicat
         assert con.execute("select count(*), max(versions) from history where key = 'train/loss'").fetchone() == (30, 1)
         outcome = checks.run_check(con, next(c for c in checks.load_checks() if c.name == "duplicate_steps"))
     assert outcome.error is None and outcome.rows == []
+
+
+KILLED_INGEST = """
+import sys
+from pathlib import Path
+from pipeline.sources import wandb_cloud
+report = wandb_cloud.ingest(Path(sys.argv[1]), [sys.argv[2]], concurrency=2, chunk_runs=3)
+print("done", report.history_rows, flush=True)
+"""
+
+
+def test_sigkill_at_random_moments_then_rerun_loses_and_doubles_nothing(tmp_path, emu):
+    rng = random.Random(5)
+    expected = set()
+    for r in range(8):
+        history = [{"_step": s, "a": rng.random(), "b": s} for s in range(400)]
+        emu.add_run(ENTITY, PROJECT, f"k{r}", history=history, exported_fraction=0.5)
+        expected |= {(f"wandb:{ENTITY}/{PROJECT}/k{r}", row["_step"], key, float(row[key]))
+                     for row in history for key in ("a", "b")}
+    lake = tmp_path / "lake"
+    env = {**os.environ, "WANDB_BASE_URL": emu.base_url, "WANDB_API_KEY": emu.api_key}
+    command = [sys.executable, "-c", KILLED_INGEST, str(lake), f"{ENTITY}/{PROJECT}"]
+    started = time.perf_counter()
+    subprocess.run(command, env=env, check=True, capture_output=True, cwd=tmp_path)  # how long a whole pass takes
+    whole = time.perf_counter() - started
+    shutil.rmtree(lake)
+    killed = 0
+    for _ in range(4):
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=tmp_path)
+        try:
+            proc.wait(timeout=rng.uniform(0.2, 1.0) * whole)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            killed += 1
+        proc.wait()
+    assert killed >= 2
+    assert list((lake / "history" / "source=wandb_cloud").glob("part-*.parquet"))  # some kills came mid-ingest
+    done = subprocess.run(command, env=env, check=True, capture_output=True, text=True, cwd=tmp_path)
+    assert done.stdout.startswith("done")
+    got = lake_history(lake, "wandb_cloud")
+    assert {(run_key, step, key, value) for run_key, step, key, value, *_ in got} == expected
+    assert len(got) == len(expected)
+    assert cloud_ingest(emu, lake).runs_changed == 0  # every cursor caught up
