@@ -319,3 +319,15 @@ def test_sigkill_at_random_moments_then_rerun_loses_and_doubles_nothing(tmp_path
     assert {(run_key, step, key, value) for run_key, step, key, value, *_ in got} == expected
     assert len(got) == len(expected)
     assert cloud_ingest(emu, lake).runs_changed == 0  # every cursor caught up
+
+
+def test_a_server_that_stops_answering_fails_that_run_only(tmp_path, emu):
+    WandbEmulator.client_settings(retry_max=1, wait_seconds=1, timeout_seconds=1)  # for Api objects made from here
+    for run_id in ("t0", "t1", "t2"):
+        emu.add_run(ENTITY, PROJECT, run_id, history=[{"_step": s, "q": s} for s in range(10)], exported_fraction=0.0)
+    emu.fail("timeout", times=10, operation="HistoryPage", run_id="t1", delay=4)
+    started = time.perf_counter()
+    report = cloud_ingest(emu, tmp_path / "lake")
+    assert time.perf_counter() - started < 20
+    assert [i.path for i in report.issues] == [f"{ENTITY}/{PROJECT}/t1"]
+    assert sorted(report.runs_touched) == [f"wandb:{ENTITY}/{PROJECT}/t0", f"wandb:{ENTITY}/{PROJECT}/t2"]
