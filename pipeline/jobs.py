@@ -3,7 +3,7 @@ ingested one partition (run) at a time by their own job."""
 
 import dagster as dg
 
-from pipeline.assets.wandb_cloud import wandb_cloud_lake, wandb_cloud_runs
+from pipeline.assets.wandb_cloud import wandb_cloud_lake
 
 refresh_job = dg.define_asset_job(
     "refresh",
@@ -13,7 +13,6 @@ refresh_job = dg.define_asset_job(
 
 wandb_cloud_job = dg.define_asset_job(
     "wandb_cloud_ingest",
-    selection=dg.AssetSelection.assets(wandb_cloud_lake),
-    partitions_def=wandb_cloud_runs,
+    selection=dg.AssetSelection.assets(wandb_cloud_lake),  # partitioned as the asset is: one run per run
     description="Ingest one W&B cloud run (a partition): its new history, config, summary and artifacts.",
 )
