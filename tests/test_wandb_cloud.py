@@ -331,3 +331,19 @@ def test_a_server_that_stops_answering_fails_that_run_only(tmp_path, emu):
     assert time.perf_counter() - started < 20
     assert [i.path for i in report.issues] == [f"{ENTITY}/{PROJECT}/t1"]
     assert sorted(report.runs_touched) == [f"wandb:{ENTITY}/{PROJECT}/t0", f"wandb:{ENTITY}/{PROJECT}/t2"]
+
+
+def test_no_key_and_no_server_are_each_one_clear_line(tmp_path):
+    base = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_WANDB_PROJECTS": "team/grpo", "HOME": str(tmp_path),
+            "WANDB_X_GRAPHQL_RETRY_MAX": "1", "WANDB_X_GRAPHQL_RETRY_WAIT_MIN_SECONDS": "1",
+            "WANDB_X_GRAPHQL_RETRY_WAIT_MAX_SECONDS": "1"}
+    closed = "http://127.0.0.1:9"  # discard port: nothing listens
+    no_key = grpolens("ingest", "--source", "wandb_cloud", env={**base, "WANDB_BASE_URL": closed}, check=True)
+    assert [line for line in no_key.stderr.splitlines() if "skipped" in line] == [
+        f"  skipped: {closed}: unavailable: no W&B API key: set WANDB_API_KEY (or run `wandb login`)"]
+    key = "0123456789abcdef" * 2 + "01234567"
+    down = grpolens("ingest", "--source", "wandb_cloud", env={**base, "WANDB_BASE_URL": closed, "WANDB_API_KEY": key},
+                    check=True)
+    lines = [line for line in down.stderr.splitlines() if "skipped" in line]
+    assert len(lines) == 1 and "did not answer" in lines[0] and "connection refused" in lines[0]
+    assert "refused the API key" not in down.stderr and key not in down.stderr + down.stdout

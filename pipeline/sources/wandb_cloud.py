@@ -42,7 +42,10 @@ from pipeline.values import finite, json_text
 
 SOURCE = "wandb_cloud"
 OVERLAP = timedelta(minutes=5)
-_AUTH_TEXT = re.compile(r"(?i)(status|code|http)\D{0,5}401\b|unauthori[sz]ed|not logged in|failed to verify credentials")
+# What a refused key looks like through wandb-core: its AuthenticationError also wraps "server did not answer",
+# so the class alone does not tell; the server's words do.
+_AUTH_TEXT = re.compile(r"(?i)(status|code|http)\D{0,5}401\b|unauthori[sz]ed|not logged in|invalid api key"
+                        r"|api key (is )?(invalid|not valid)|permission denied")
 DEFAULT_CONCURRENCY = 4
 
 
@@ -270,8 +273,7 @@ class CloudIngest:
 
     @staticmethod
     def _is_auth_error(exc: BaseException) -> bool:
-        names = {cls.__name__ for cls in type(exc).__mro__}
-        return "AuthenticationError" in names or bool(_AUTH_TEXT.search(str(exc)))
+        return bool(_AUTH_TEXT.search(str(exc)))
 
     # -- the pass
 
@@ -290,9 +292,8 @@ class CloudIngest:
                     listed, listing = self._list_projects(state, report)
                 else:
                     listed, listing = self._list_named(report), {}
-            except CloudUnavailable as exc:
+            except CloudUnavailable as exc:  # said once, in the report's lines
                 report.issues.append(FileIssue(self._base_url(), 0, 0, exc.kind, str(exc)))
-                self.progress(f"wandb cloud: {exc}")
                 self._write_issues(report)
                 report.seconds = time.perf_counter() - started
                 return report
@@ -305,7 +306,6 @@ class CloudIngest:
                     self._ingest_runs(changed[start:start + self.chunk_runs], report, failed_projects)
             except AuthRefused as exc:
                 report.issues.append(FileIssue(self._base_url(), 0, 0, exc.kind, str(exc)))
-                self.progress(f"wandb cloud: {exc}")
                 failed_projects.update(self.projects_of(listed))
             self._write_issues(report)
             if self.run_paths is None:
@@ -326,6 +326,8 @@ class CloudIngest:
             if self._is_auth_error(exc):
                 raise AuthRefused(f"W&B refused the API key at {self._base_url()} (check WANDB_API_KEY): "
                                   f"{self.scrub(exc)}") from None
+            if "no api key" in str(exc).lower():
+                raise CloudUnavailable("no W&B API key: set WANDB_API_KEY (or run `wandb login`)") from None
             raise CloudUnavailable(f"W&B at {self._base_url()} did not answer: {self.scrub(exc)}") from None
 
     def _list_projects(self, state: lake.IngestState, report: CloudReport):
