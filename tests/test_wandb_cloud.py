@@ -269,10 +269,13 @@ def test_a_run_read_from_its_file_and_from_the_cloud_is_one_run_without_duplicat
     home = Settings(home=tmp_path / "home")
     wandb_offline.ingest(home.lake, [tmp_path / "wandb"])
     emu.add_offline_run(folder, entity=ENTITY, project=PROJECT, exported_fraction=0.5)
+    emu.add_artifact(ENTITY, PROJECT, "both1", {"name": "ckpt-both1", "type": "model", "aliases": ["best"]})
     cloud_ingest(emu, home.lake)
     warehouse.build(home)
     with duckdb.connect(str(home.duckdb_path), read_only=True) as con:
         assert con.execute("select count(*), any_value(origin) from runs").fetchone() == (1, "cloud")
+        assert con.execute("select artifact_name, artifact_type, aliases from run_artifacts").fetchall() == [
+            ("ckpt-both1:v0", "model", ["best", "latest"])]  # W&B adds latest
         assert con.execute("select count(*), max(versions) from history where key = 'train/loss'").fetchone() == (30, 1)
         outcome = checks.run_check(con, next(c for c in checks.load_checks() if c.name == "duplicate_steps"))
     assert outcome.error is None and outcome.rows == []
