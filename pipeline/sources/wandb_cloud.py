@@ -169,6 +169,9 @@ def changed_runs(lake_root: Path, refs: Iterable[RunRef]) -> list[RunRef]:
 
 
 def run_signature(attrs: dict) -> str:
+    """A digest of the listing's fields that change when a run does. ``attrs`` is the run's ``_attrs``: the fields
+    exactly as the server sent them (the client has no public accessor for ``historyLineCount`` or the raw
+    ``heartbeatAt``)."""
     parts = [attrs.get(k) for k in ("heartbeatAt", "historyLineCount", "state", "displayName", "group", "jobType",
                                      "sweepName")]
     parts.append(sorted(attrs.get("tags") or []))
@@ -230,7 +233,6 @@ class _RunResult:
     ref: RunRef
     row: dict
     cursor: dict
-    values: int = 0
     rows: int = 0
 
 
@@ -481,7 +483,7 @@ class CloudIngest:
                 from_ingest = ingest_id
             else:
                 min_step = cursor["last_step"] + 1
-        rows = values = 0
+        rows = 0
         top = cursor.get("last_step") if cursor and from_ingest != ingest_id else None
         if last_step >= min_step:
             # wandb-core merges exported Parquet files (in no promised order) with the live rows of the history
@@ -496,7 +498,6 @@ class CloudIngest:
                 with buffer_lock:
                     buffer.add_row(ref.run_key, step, ts_us, seq, keys, texts)
                 rows += 1
-                values += len(keys)
                 top = step if top is None else max(top, step)
         artifacts = [{"name": a.name, "type": a.type, "version": a.version, "aliases": list(a.aliases or [])}
                      for a in run.logged_artifacts()]
@@ -515,7 +516,7 @@ class CloudIngest:
         }
         new_cursor = {"run_key": ref.run_key, "signature": signature, "last_step": top, "line_count": line_count,
                       "history_from_ingest": from_ingest, "ingest_id": ingest_id}
-        return _RunResult(ref, row, new_cursor, values, rows)
+        return _RunResult(ref, row, new_cursor, rows)
 
 
 def ingest(lake_root: Path, projects: Iterable[str], progress: Callable[[str], None] | None = None,
