@@ -178,6 +178,16 @@ def write_part(lake_root: Path, table: str, source: str, ingest_id: int, rows: l
     return writer.commit()
 
 
+def write_issues(lake_root: Path, source: str, ingest_id: int, issues: list, now: float | None = None) -> Path | None:
+    """What an ingest skipped and why, one row per issue (anything with ``path``, ``offset``, ``bytes_skipped``,
+    ``kind`` and ``message``: the sources' FileIssue)."""
+    noticed = int((time.time() if now is None else now) * 1_000_000)
+    return write_part(lake_root, "ingest_issues", source, ingest_id,
+                      [{"source": source, "path": i.path, "offset": i.offset, "bytes_skipped": i.bytes_skipped,
+                        "kind": i.kind, "message": i.message, "ingest_id": ingest_id, "noticed_at": noticed}
+                       for i in issues])
+
+
 @dataclass
 class IngestState:
     """A source's cursors: one JSON document, replaced atomically after the data it describes is in the lake."""

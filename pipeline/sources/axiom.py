@@ -403,11 +403,7 @@ class AxiomIngest:
         if self.writer is not None:
             self.writer.commit()
             self.writer = None
-        now_us = int(time.time() * 1_000_000)
-        lake.write_part(self.lake_root, "ingest_issues", SOURCE, self.ingest_id,
-                        [{"source": SOURCE, "path": i.path, "offset": i.offset, "bytes_skipped": i.bytes_skipped,
-                          "kind": i.kind, "message": i.message, "ingest_id": self.ingest_id, "noticed_at": now_us}
-                         for i in self.pending_issues])
+        lake.write_issues(self.lake_root, SOURCE, self.ingest_id, self.pending_issues)
         self.pending_issues = []
         for dataset, cursor in self.live.items():
             if cursor.time_ns is not None:

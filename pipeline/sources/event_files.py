@@ -334,11 +334,7 @@ class EventFileIngest:
             except BaseException:
                 writer.abort()
                 raise
-            now_us = int(time.time() * 1_000_000)
-            lake.write_part(self.lake_root, "ingest_issues", SOURCE, ingest_id,
-                            [{"source": SOURCE, "path": i.path, "offset": i.offset, "bytes_skipped": i.bytes_skipped,
-                              "kind": i.kind, "message": i.message, "ingest_id": ingest_id, "noticed_at": now_us}
-                             for i in report.issues])
+            lake.write_issues(self.lake_root, SOURCE, ingest_id, report.issues)
             state.save(ingest_id)
             report.ingest_id = ingest_id
         report.values = report.events  # the field every source's report has

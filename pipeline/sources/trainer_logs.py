@@ -519,8 +519,7 @@ class TrainerLogIngest:
             now = time.time()
             lake.write_part(self.lake_root, "runs", SOURCE, ingest_id,
                             [info.row(ingest_id, now) for info in self.touched.values()])
-            lake.write_part(self.lake_root, "ingest_issues", SOURCE, ingest_id,
-                            [self._issue_row(issue, ingest_id, now) for issue in report.issues])
+            lake.write_issues(self.lake_root, SOURCE, ingest_id, report.issues, now)
             for key, info in self.touched.items():
                 self.runs[key] = info.to_state()
             state.save(ingest_id)
@@ -693,12 +692,6 @@ class TrainerLogIngest:
                 step = cursor["ordinal"]
                 info.config["step_source"] = "ordinal"
             self._emit(info, step, None, offset, values)
-
-    @staticmethod
-    def _issue_row(issue: FileIssue, ingest_id: int, now: float) -> dict:
-        return {"source": SOURCE, "path": issue.path, "offset": issue.offset, "bytes_skipped": issue.bytes_skipped,
-                "kind": issue.kind, "message": issue.message, "ingest_id": ingest_id,
-                "noticed_at": int(now * 1_000_000)}
 
 
 def _same(a: Any, b: Any) -> bool:

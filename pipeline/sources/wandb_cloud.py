@@ -30,7 +30,7 @@ import threading
 import time
 from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -452,12 +452,7 @@ class CloudIngest:
         issues = [i for i in (report.issues if issues is None else issues) if id(i) not in self._written]
         if not issues:
             return
-        ingest_id = ingest_id or int(time.time() * 1_000_000)
-        now_us = int(time.time() * 1_000_000)
-        lake.write_part(self.lake_root, "ingest_issues", SOURCE, ingest_id,
-                        [{"source": SOURCE, "path": i.path, "offset": i.offset, "bytes_skipped": i.bytes_skipped,
-                          "kind": i.kind, "message": i.message, "ingest_id": ingest_id, "noticed_at": now_us}
-                         for i in issues])
+        lake.write_issues(self.lake_root, SOURCE, ingest_id or int(time.time() * 1_000_000), issues)
         self._written.update(id(i) for i in issues)
 
     def _show_progress(self, done: int, total: int) -> None:

@@ -168,8 +168,7 @@ class OfflineIngest:
             now = time.time()
             lake.write_part(self.lake_root, "runs", SOURCE, ingest_id,
                             [self._run_row(key, meta, ingest_id, now) for key, meta in touched.items()])
-            lake.write_part(self.lake_root, "ingest_issues", SOURCE, ingest_id,
-                            [self._issue_row(issue, ingest_id, now) for issue in report.issues])
+            lake.write_issues(self.lake_root, SOURCE, ingest_id, report.issues, now)
             for key, meta in touched.items():
                 runs[key] = meta.to_state()
             state.save(ingest_id)
@@ -296,12 +295,6 @@ class OfflineIngest:
             "source_files": meta.source_files, "step_offsets": json_text(meta.step_offsets),
             "ingest_id": ingest_id, "ingested_at": ts(now),
         }
-
-    @staticmethod
-    def _issue_row(issue: FileIssue, ingest_id: int, now: float) -> dict:
-        return {"source": SOURCE, "path": issue.path, "offset": issue.offset, "bytes_skipped": issue.bytes_skipped,
-                "kind": issue.kind, "message": issue.message, "ingest_id": ingest_id,
-                "noticed_at": int(now * 1_000_000)}
 
 
 def ingest(lake_root: Path, roots: Iterable[Path], progress: Callable[[str], None] | None = None,
