@@ -18,7 +18,6 @@ from pipeline.sources import wandb_cloud
 from tests.wandb_emulator import WandbEmulator
 
 OUT = Path(__file__).resolve().parent / "out"
-HISTORY_OPS = ("RunParquetHistory", "HistoryPage", "file", "RunHistoryKeys", "Run")
 ENTITY, PROJECT = "bench", "grpo"
 
 
@@ -42,7 +41,7 @@ def _serve(conn, seed: int, history_runs: tuple[int, int, int]) -> None:
         while True:
             message = conn.recv()
             if message == "count":
-                conn.send(sum(emu.count(op) for op in HISTORY_OPS))
+                conn.send(emu.history_requests())
                 emu.requests.clear()
             else:
                 return

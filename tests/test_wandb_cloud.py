@@ -23,7 +23,6 @@ from tests.conftest import grpolens
 from tests.wandb_emulator import WandbEmulator
 from tests.wandb_writer import write_run
 
-HISTORY_OPS = ("RunParquetHistory", "HistoryPage", "file", "RunHistoryKeys", "Run")
 PROJECT = "grpo"
 ENTITY = "testers"
 
@@ -53,10 +52,6 @@ def lake_history(lake: Path, source: str) -> list[tuple]:
     """).fetchall()
     return sorted((tuple("nan" if isinstance(v, float) and math.isnan(v) else v for v in row) for row in rows),
                   key=repr)
-
-
-def count_history_requests(emu: WandbEmulator) -> int:
-    return sum(emu.count(op) for op in HISTORY_OPS)
 
 
 def hostile_rows(n: int = 40):
@@ -115,7 +110,7 @@ def test_second_ingest_reads_only_new_steps_and_no_op_costs_no_history_request(t
     emu.requests.clear()
     again = cloud_ingest(emu, lake)
     assert again.ingest_id is None and again.runs_listed == 0  # the server-side updatedAt filter left them out
-    assert count_history_requests(emu) == 0
+    assert emu.history_requests() == 0
     runs_filter = [r.variables.get("filters") for r in emu.requests if r.operation == "Runs"]
     assert runs_filter and all("updatedAt" in (f or "") for f in runs_filter)
 
@@ -131,7 +126,7 @@ def test_second_ingest_reads_only_new_steps_and_no_op_costs_no_history_request(t
 
     emu.requests.clear()
     unchanged = cloud_ingest(emu, lake)  # run1 is listed again (within the overlap) but has not changed
-    assert unchanged.runs_changed == 0 and count_history_requests(emu) == 0
+    assert unchanged.runs_changed == 0 and emu.history_requests() == 0
 
 
 def test_rewound_run_is_read_again_and_staging_drops_the_removed_steps(tmp_path, emu):

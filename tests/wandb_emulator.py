@@ -1008,6 +1008,10 @@ class WandbEmulator:
 
     # -- request log
 
+    def history_requests(self) -> int:
+        """Requests that read a run's details or history (what an unchanged run must not cost)."""
+        return sum(self.count(op) for op in HISTORY_OPERATIONS)
+
     def count(self, operation: str) -> int:
         return sum(1 for r in self.requests if r.operation == operation)
 
@@ -1257,6 +1261,10 @@ class WandbEmulator:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+# The operations behind run details and history: Run, lastHistoryStep, and scan_history's three paths.
+HISTORY_OPERATIONS = ("Run", "RunHistoryKeys", "RunParquetHistory", "HistoryPage", "file")
 
 
 class _Server(ThreadingHTTPServer):

@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable
 from pipeline import lake
 from pipeline.sources.wandb_offline import FileIssue, IngestReport
 from pipeline.sources.wandb_records import redact_secrets
-from pipeline.values import finite, json_text
+from pipeline.values import json_text
 
 SOURCE = "wandb_cloud"
 OVERLAP = timedelta(minutes=5)
@@ -253,7 +253,6 @@ class CloudIngest:
         self.concurrency = max(1, concurrency or int(os.environ.get("GRPOLENS_WANDB_CONCURRENCY") or DEFAULT_CONCURRENCY))
         self.overlap = overlap
         self.page_size = page_size
-        self._secret = os.environ.get("WANDB_API_KEY") or ""
         self.chunk_runs = chunk_runs  # runs per commit: bounds open lock files and what a crash costs
         self._done = 0
         self._written: set[int] = set()
@@ -267,7 +266,7 @@ class CloudIngest:
         return self._api
 
     def scrub(self, text: Any) -> str:
-        return scrub_secret(text, getattr(self._api, "api_key", None), self._secret)
+        return scrub_secret(text, getattr(self._api, "api_key", None))
 
     def _fail(self, report: CloudReport, path: str, kind: str, exc: BaseException) -> None:
         message = self.scrub(f"{type(exc).__name__}: {exc}")
@@ -504,8 +503,8 @@ class CloudIngest:
             "group_name": attrs.get("group") or None, "job_type": attrs.get("jobType") or None, "sweep_id": sweep,
             "created_at": _micros(parse_time(attrs.get("createdAt"))),
             "heartbeat_at": _micros(parse_time(attrs.get("heartbeatAt"))),
-            "config": json_text(redact_secrets(finite(dict(run.config)))),
-            "summary": json_text(redact_secrets(finite(dict(run.summary_metrics)))),
+            "config": json_text(redact_secrets(dict(run.config))),  # json_text writes NaN/inf as W&B shows them
+            "summary": json_text(redact_secrets(dict(run.summary_metrics))),
             "last_step": top, "history_rows": line_count, "wandb_version": None, "source_files": [],
             "step_offsets": None, "artifacts": json_text(artifacts), "history_from_ingest": from_ingest,
         }
