@@ -12,7 +12,7 @@ export GRPOLENS_EVENT_FILES ?= $(GRPOLENS_HOME)/demo_events
 
 setup: $(VENV)/.installed dbt_project/target/manifest.json
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml pipeline/_items.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
 	$(BIN)/pip install --quiet -e '.[dev]'

@@ -18,19 +18,22 @@ from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+# Dictionary-typed in memory, so Parquet writes their dictionary pages without hashing every row's string (most of
+# what writing cost); in the files, and to DuckDB, they are plain strings.
+_LABEL = pa.dictionary(pa.int32(), pa.string())
 
 HISTORY_SCHEMA = pa.schema(
     [
-        ("run_key", pa.string()),
+        ("run_key", _LABEL),
         ("step", pa.int64()),
         ("ts", pa.timestamp("us", tz="UTC")),
         ("key", pa.string()),
         ("value", pa.float64()),
         ("value_int", pa.int64()),  # exact integers (W&B writes 2**53+1 as JSON text; a DOUBLE cannot hold it)
         ("value_text", pa.string()),
-        ("value_type", pa.string()),  # number | bool | string | null | list | dict | <W&B media _type>
+        ("value_type", _LABEL),  # number | bool | string | null | list | dict | <W&B media _type>
         ("ingest_id", pa.int64()),
         ("file_offset", pa.int64()),  # where the value came from, and the tie-break inside one ingest
     ]
@@ -239,71 +242,53 @@ class IngestBusy(RuntimeError):
     pass
 
 
-_SEPARATOR = "\n"
-
-
-def _split(blocks: list[str]) -> pa.Array:
-    joined = pa.array([_SEPARATOR.join(blocks)], pa.large_string())
-    return pc.split_pattern(joined, _SEPARATOR).flatten().cast(pa.string())
-
-
 class HistoryBuffer:
-    """History rows buffered per logged row and decoded in bulk when ``max_rows`` values are held.
+    """History values gathered into typed columns (pipeline/_items.c) and written when ``max_rows`` are held.
 
-    Values arrive as JSON text (see pipeline.values). A logged row costs two string joins here, its keys and its
-    JSON texts, which become Arrow strings with one split each at flush time instead of one conversion per value
-    (wandb writes a row's items in no fixed order, so nothing per row can be cached). Per-row facts (run, step,
-    time, file offset) are stored once per row and repeated with numpy.
+    Values arrive as JSON text: a source either appends a row's keys and texts (``add_row``) or, for a `.wandb`
+    history record, lets ``columns.history`` read them from the record bytes and then names the row
+    (``add_parsed_row``). Per-row facts (run, step, time, file offset) are stored once per row and repeated with
+    numpy at flush time.
     """
 
+    MAX_TEXT_BYTES = 256 * 2**20  # the C buffers use Arrow's int32 offsets; flush long before they could overflow
+
     def __init__(self, writer: PartWriter, ingest_id: int, max_rows: int = 100_000):
+        from pipeline._items import HistoryColumns
+
         self.writer = writer
         self.ingest_id = ingest_id
         self.max_rows = max_rows
         self.total = 0
+        self.columns = HistoryColumns()
         self._run_ids: dict[str, int] = {}
-        self._reset()
-
-    def _reset(self) -> None:
-        self.held = 0
         self._rows: list[tuple[int, int, int, int, int]] = []  # run id, step, ts (us, -1 for none), offset, count
-        self._key_blocks: list[str | list[str]] = []  # joined keys, or the list when a key holds the separator
-        self._text_blocks: list[str] = []
 
     def add_row(self, run_key: str, step: int, ts_us: int | None, offset: int, keys: list[str], texts: list[str]) -> None:
-        n = len(keys)
+        self.columns.add(keys, texts)
+        self.add_parsed_row(run_key, step, ts_us, offset, len(keys))
+
+    def add_parsed_row(self, run_key: str, step: int, ts_us: int | None, offset: int, n: int) -> None:
+        """Names the ``n`` values last appended to ``columns``."""
         if n == 0:
             return
-        joined_keys = _SEPARATOR.join(keys)
-        joined_texts = _SEPARATOR.join(texts)
-        if joined_texts.count(_SEPARATOR) != n - 1:  # valid JSON never holds a raw newline; escaping keeps the value
-            joined_texts = _SEPARATOR.join(t.replace(_SEPARATOR, "\\n") for t in texts)
         run = self._run_ids.setdefault(run_key, len(self._run_ids))
         self._rows.append((run, step, -1 if ts_us is None else ts_us, offset, n))
-        self._key_blocks.append(joined_keys if joined_keys.count(_SEPARATOR) == n - 1 else list(keys))
-        self._text_blocks.append(joined_texts)
-        self.held += n
-        if self.held >= self.max_rows:
+        if self.columns.count >= self.max_rows or self.columns.nbytes >= self.MAX_TEXT_BYTES:
             self.flush()
 
     def flush(self) -> None:
-        from pipeline.values import decode_batch
+        from pipeline.values import decode_columns
 
         if not self._rows:
             return
         rows = np.array(self._rows, dtype=np.int64)
         counts = rows[:, 4]
-        texts = _split(self._text_blocks)
-        if all(type(block) is str for block in self._key_blocks):
-            keys = _split(self._key_blocks)
-        else:  # some key contains the separator itself: keep every key literal
-            keys = pa.array([k for block in self._key_blocks
-                             for k in (block if type(block) is list else block.split(_SEPARATOR))], pa.string())
-        columns, source_rows = decode_batch(keys, texts)
+        columns, source_rows = decode_columns(self.columns.take())
         run_names = pa.array(list(self._run_ids), pa.string())
         ts = np.repeat(rows[:, 2], counts)
         per_row = [
-            run_names.take(pa.array(np.repeat(rows[:, 0], counts))),
+            pa.DictionaryArray.from_arrays(np.repeat(rows[:, 0].astype(np.int32), counts), run_names),
             pa.array(np.repeat(rows[:, 1], counts)),
             pa.array(ts, mask=ts < 0).cast(pa.timestamp("us", tz="UTC")),
             pa.array(np.repeat(rows[:, 3], counts)),
@@ -320,4 +305,4 @@ class HistoryBuffer:
         )
         self.writer.write(batch)
         self.total += n
-        self._reset()
+        self._rows = []

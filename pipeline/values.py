@@ -1,8 +1,8 @@
 """Logged values travel as JSON text (W&B's ``value_json``) and become typed lake columns in bulk.
 
-Almost every logged value is a number, so a batch is decoded with Arrow's vectorised string casts (which read the
-``NaN``/``Infinity``/``-Infinity`` tokens W&B writes) and only the rare other values (strings, booleans, lists,
-media objects, nested dicts from older files) go through Python's json. Integers keep their exact value in
+Almost every logged value is a number, typed in C as the batch is gathered (pipeline/_items.c: strict JSON numbers
+and the ``NaN``/``Infinity``/``-Infinity`` tokens W&B writes); only the rare other values (strings, booleans,
+lists, media objects, nested dicts from older files) go through Python's json, here. Integers keep their exact value in
 ``value_int`` as well as the DOUBLE in ``value``: 2**53+1 survives.
 """
 
@@ -16,7 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-_NUMBER_START = pa.array(list("-0123456789NI"))
+from pipeline._items import KIND_FLOAT, KIND_INT
+
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -78,72 +79,65 @@ def flatten(key: str, value: Any) -> list[tuple[str, Any]]:
     return [(key, value)]
 
 
-def decode_batch(keys: pa.Array, text: pa.Array) -> tuple[dict[str, pa.Array], np.ndarray | None]:
-    """Decode parallel lists of keys and JSON texts into the typed history columns.
+def decode_columns(taken: tuple) -> tuple[dict[str, pa.Array], np.ndarray | None]:
+    """``HistoryColumns.take()`` (pipeline/_items.c) → the typed history columns.
 
-    Returns the columns and, when nested dicts expanded into several rows or rows were dropped, the index of the
-    input row each output row came from (None when output rows are the input rows).
+    The C side has typed every integer and NaN/±inf token and gathered the other numbers' text for Arrow's cast
+    (correctly rounded, like json.loads); the values it handed back by row index (strings, booleans, lists, media
+    objects, nested dicts from older files, integers too long for its exact path) are classified here. Returns the
+    columns and, when nested dicts expanded into several rows, the index of the input row each output row came from
+    (None when output rows are the input rows).
     """
-    n = len(text)
-    try:  # the common case: every value in the batch is a number
-        value = pc.cast(text, pa.float64())
-        numeric_np = np.ones(n, dtype=bool)
-        as_number = text
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        numeric = pc.fill_null(pc.is_in(pc.utf8_slice_codeunits(text, 0, 1), value_set=_NUMBER_START), False)
-        as_number = pc.if_else(numeric, text, "0")
-        try:
-            value = pc.cast(as_number, pa.float64())
-            numeric_np = numeric.to_numpy(zero_copy_only=False)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # number-like but not a number: all in Python
-            value = pa.nulls(n, pa.float64())
-            numeric_np = np.zeros(n, dtype=bool)
-            as_number = pa.repeat(pa.scalar(""), n)
-    digits = pc.ascii_is_decimal(pc.ascii_ltrim(as_number, "-"))
-    short = pc.less_equal(pc.binary_length(as_number), 18)  # at most 18 characters always fits int64
-    is_int = pc.and_(digits, short)
-    value_int = pc.if_else(is_int, pc.cast(pc.if_else(is_int, as_number, "0"), pa.int64()), pa.scalar(None, pa.int64()))
+    n, key_offsets, key_data, value_bytes, int_bytes, kind_bytes, float_offsets, float_data, other_bytes, other_texts = taken
+    keys = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(key_offsets), pa.py_buffer(key_data)])
+    kind = np.frombuffer(kind_bytes, dtype=np.uint8)
+    value_np = np.frombuffer(value_bytes, dtype=np.float64)
+    floats = kind == KIND_FLOAT
+    n_floats = len(float_offsets) // 4 - 1
+    if n_floats:
+        float_texts = pa.Array.from_buffers(pa.string(), n_floats,
+                                            [None, pa.py_buffer(float_offsets), pa.py_buffer(float_data)])
+        value_np = value_np.copy()
+        value_np[floats] = pc.cast(float_texts, pa.float64()).to_numpy()
+    value = pa.array(value_np)
+    value_int = pa.array(np.frombuffer(int_bytes, dtype=np.int64), mask=kind != KIND_INT)
     value_text = pa.nulls(n, pa.string())
-    value_type = pa.repeat(pa.scalar("number"), n)
-    long_ints = np.flatnonzero(pc.and_(digits, pc.invert(short)).to_numpy(zero_copy_only=False))
-    slow = np.flatnonzero(~numeric_np)
-    mask = np.zeros(n, dtype=bool)
-    repl: dict[int, tuple] = {}  # replace_with_mask takes replacements in row order
-    key_col = keys
+    value_type = pa.DictionaryArray.from_arrays(np.zeros(n, dtype=np.int32), pa.array(["number"]))
+    others = np.frombuffer(other_bytes, dtype=np.int64)
+    columns = {"key": keys, "value": value, "value_int": value_int, "value_text": value_text, "value_type": value_type}
+    if not len(others):
+        return columns, None
+    replaced: list[tuple] = []
     drop = np.zeros(n, dtype=bool)
     extra_src: list[int] = []
     extra_rows: list[tuple] = []
-    for i in long_ints:
-        parsed = _loads(text[int(i)].as_py())
-        if type(parsed) is int:
-            mask[i] = True
-            repl[int(i)] = classify(parsed)
-    for i in slow:
-        key = keys[int(i)].as_py()
-        parsed = _loads(text[int(i)].as_py())
-        mask[i] = True
+    for i, text in zip(others.tolist(), other_texts):
+        parsed = _loads(text)
+        key = keys[i].as_py()
         parts = flatten(key, parsed) if type(parsed) is dict else [(key, parsed)]
         if len(parts) == 1 and parts[0][0] == key:
-            repl[int(i)] = classify(parsed)
+            replaced.append(classify(parsed))
             continue
-        repl[int(i)] = (None, None, None, "dict")
+        replaced.append((None, None, None, "dict"))
         drop[i] = True
         for sub_key, sub_value in parts:
-            extra_src.append(int(i))
+            extra_src.append(i)
             extra_rows.append((sub_key, *classify(sub_value)))
-    if repl:
-        m = pa.array(mask)
-        cols = list(zip(*(repl[i] for i in sorted(repl))))
-        value = pc.replace_with_mask(value, m, pa.array(cols[0], pa.float64()))
-        value_int = pc.replace_with_mask(value_int, m, pa.array(cols[1], pa.int64()))
-        value_text = pc.replace_with_mask(value_text, m, pa.array(cols[2], pa.string()))
-        value_type = pc.replace_with_mask(value_type, m, pa.array(cols[3], pa.string()))
-    columns = {"key": key_col, "value": value, "value_int": value_int, "value_text": value_text, "value_type": value_type}
-    if not extra_rows and not drop.any():
-        return columns, None
-    keep = np.flatnonzero(~drop)
-    extra = list(zip(*extra_rows)) if extra_rows else [[], [], [], [], []]
-    types = {"key": pa.string(), "value": pa.float64(), "value_int": pa.int64(), "value_text": pa.string(), "value_type": pa.string()}
-    for pos, name in enumerate(columns):
-        columns[name] = pa.concat_arrays([columns[name].take(pa.array(keep)), pa.array(extra[pos], types[name])])
-    return columns, np.concatenate([keep, np.array(extra_src, dtype=np.int64)])
+    mask = np.zeros(n, dtype=bool)
+    mask[others] = True
+    mask = pa.array(mask)
+    cols = list(zip(*replaced))
+    columns["value_type"] = pa.repeat(pa.scalar("number"), n)  # plain while rows are replaced and added
+    for name, pos, typ in (("value", 0, pa.float64()), ("value_int", 1, pa.int64()), ("value_text", 2, pa.string()),
+                           ("value_type", 3, pa.string())):
+        columns[name] = pc.replace_with_mask(columns[name], mask, pa.array(cols[pos], typ))
+    source_rows = None
+    if extra_rows or drop.any():
+        keep = np.flatnonzero(~drop)
+        extra = list(zip(*extra_rows)) if extra_rows else [[], [], [], [], []]
+        for pos, name in enumerate(columns):
+            columns[name] = pa.concat_arrays([columns[name].take(pa.array(keep)),
+                                              pa.array(extra[pos], columns[name].type)])
+        source_rows = np.concatenate([keep, np.array(extra_src, dtype=np.int64)])
+    columns["value_type"] = pc.dictionary_encode(columns["value_type"])
+    return columns, source_rows

@@ -4,13 +4,20 @@ import math
 
 import pyarrow as pa
 
-from pipeline.values import decode_batch
+from pipeline._items import HistoryColumns
+from pipeline.values import decode_columns
+
+
+def decode_batch(keys: list[str], texts: list[str]):
+    columns = HistoryColumns()
+    columns.add(keys, texts)
+    return decode_columns(columns.take())
 
 
 def test_mixed_batch_keeps_row_order_and_types():
     keys = ["s", "old", "min64", "n", "bad", "t"]
     texts = ['"s\\u00e9"', '{"x": 1, "y": {"z": 2.5}}', "-9223372036854775808", "NaN", "Nope", "true"]
-    cols, source_rows = decode_batch(pa.array(keys), pa.array(texts))
+    cols, source_rows = decode_batch(keys, texts)
     rows = list(zip(source_rows.tolist(), *(cols[c].to_pylist() for c in ("key", "value", "value_int", "value_text", "value_type"))))
     by_key = {r[1]: r for r in rows}
     assert by_key["s"][2:] == (None, None, "sé", "string")
@@ -24,7 +31,7 @@ def test_mixed_batch_keeps_row_order_and_types():
 
 
 def test_all_numeric_batch_needs_no_row_mapping():
-    cols, source_rows = decode_batch(pa.array(["a", "b", "c"]), pa.array(["1", "-Infinity", "1.795319913661443e+09"]))
+    cols, source_rows = decode_batch(["a", "b", "c"], ["1", "-Infinity", "1.795319913661443e+09"])
     assert source_rows is None
     assert cols["value"].to_pylist() == [1.0, -math.inf, 1795319913.661443]
     assert cols["value_int"].to_pylist() == [1, None, None]

@@ -24,7 +24,7 @@ from wandb.proto import wandb_internal_pb2 as pb
 
 from pipeline import lake
 from pipeline.sources import wandb_log
-from pipeline.sources.wandb_records import RunMeta, decode_history, peek_kind
+from pipeline.sources.wandb_records import RunMeta, SummaryUpdates, decode_history, peek_kind, timestamp_us
 from pipeline.values import json_text
 
 SOURCE = "wandb_offline"
@@ -187,7 +187,7 @@ class OfflineIngest:
             start, run_key = 0, None
         result = wandb_log.ReadResult()
         meta = self._meta(run_key, runs, touched) if run_key else None
-        summary_pending: dict = {}
+        summary = SummaryUpdates()
         step_offset = int(meta.step_offsets.get(str(path), 0)) if meta else 0
         try:
             with open(path, "rb") as fh:
@@ -195,34 +195,44 @@ class OfflineIngest:
                 for offset, data in wandb_log.read_records(fh, start, result):
                     report.records += 1
                     kind = peek_kind(data)
+                    if kind == "history" and meta is None:
+                        report.issues.append(FileIssue(str(path), offset, len(data), "orphan_history",
+                                                       "history record before any run record"))
+                        continue
                     try:
                         if kind is None:
                             record = pb.Record.FromString(data)  # a fresh message: upb arenas only grow while one lives
                             kind = record.WhichOneof("record_type")
                         elif kind == "history":
-                            row = decode_history(data)
+                            parsed = buffer.columns.history(data)  # the values are appended; the row is named below
+                            if parsed is None:  # not the plain shape: wandb's classes
+                                row = decode_history(data)
+                                step, ts_us, n = row.step, row.ts_us, len(row.keys)
+                            else:
+                                row = None
+                                step, stamp, n = parsed
+                                ts_us = timestamp_us(stamp)
                         elif meta is not None:
-                            meta.apply_summary(data, summary_pending)
+                            summary.add(data)
                     except Exception as exc:  # protobuf's DecodeError; any bad record is skipped, not fatal
                         report.issues.append(FileIssue(str(path), offset, len(data), "decode", f"record not decodable: {exc}"))
                         continue
                     if kind == "history":
-                        if meta is None:
-                            report.issues.append(FileIssue(str(path), offset, len(data), "orphan_history",
-                                                           "history record before any run record"))
-                            continue
-                        if row.step is None:
+                        if step is None:
                             report.issues.append(FileIssue(str(path), offset, len(data), "no_step", "history row without _step"))
                             continue
                         if str(path) not in meta.step_offsets:
-                            step_offset = self._segment_offset(meta, path, row.step, report)
-                        step = row.step + step_offset
-                        buffer.add_row(run_key, step, row.ts_us, offset, row.keys, row.texts)
+                            step_offset = self._segment_offset(meta, path, step, report)
+                        step += step_offset
+                        if row is None:
+                            buffer.add_parsed_row(run_key, step, ts_us, offset, n)
+                        else:
+                            buffer.add_row(run_key, step, ts_us, offset, row.keys, row.texts)
                         meta.history_rows += 1
                         if meta.last_step is None or step > meta.last_step:
                             meta.last_step = step
-                        if row.ts_us is not None:
-                            meta.touch(row.ts_us / 1e6)
+                        if ts_us is not None:
+                            meta.touch(ts_us / 1e6)
                     elif kind == "run":
                         if meta is None:
                             probe = RunMeta()
@@ -254,7 +264,7 @@ class OfflineIngest:
             report.issues.append(FileIssue(str(path), 0, 0, "unreadable", str(exc)))
             return None
         if meta is not None:
-            meta.finish_summary(summary_pending)
+            meta.apply_summary(summary)
         report.files_read += 1
         for damage in result.damage:
             report.issues.append(FileIssue(str(path), damage.offset, damage.bytes_skipped, damage.kind, damage.message))

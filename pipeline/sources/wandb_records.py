@@ -27,50 +27,7 @@ _SECRET_KEY = re.compile(
 REDACTED = "***redacted***"
 
 
-def _flat_messages():
-    """Message classes that read a history/summary record's items column-wise in one C-level parse.
-
-    Protobuf merges repeated occurrences of a singular message field, concatenating the repeated fields inside.
-    Declaring HistoryRecord.item (repeated HistoryItem, field 1) as a *singular* message whose fields are all
-    repeated therefore yields every item's nested_key and value_json as two parallel lists, with no Python
-    object per item. Field numbers and types are read from wandb's own descriptors, so the view cannot drift.
-    """
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-    file = descriptor_pb2.FileDescriptorProto(name="grpolens_wandb_flat.proto", package="grpolens", syntax="proto3")
-    items = file.message_type.add(name="FlatItems")
-    for f in pb.HistoryItem.DESCRIPTOR.fields:
-        ftype = f.type if f.type != f.TYPE_ENUM else f.TYPE_INT32
-        items.field.add(name=f.name, number=f.number, type=ftype, label=f.LABEL_REPEATED)
-    for name, record, fields in (("FlatHistory", pb.HistoryRecord, ("item",)),
-                                 ("FlatSummary", pb.SummaryRecord, ("update", "remove"))):
-        msg = file.message_type.add(name=name)
-        for field_name in fields:
-            number = record.DESCRIPTOR.fields_by_name[field_name].number
-            msg.field.add(name=field_name, number=number, type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
-                          type_name=".grpolens.FlatItems", label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
-    rec = file.message_type.add(name="FlatRecord")
-    for field_name, type_name in (("history", "FlatHistory"), ("summary", "FlatSummary")):
-        rec.field.add(name=field_name, number=pb.Record.DESCRIPTOR.fields_by_name[field_name].number,
-                      type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE, type_name=f".grpolens.{type_name}",
-                      label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(file)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("grpolens.FlatRecord"))
-
-
-FlatRecord = _flat_messages()
 _TYPED = ("none", "boolean", "integer", "number", "text", "json")
-
-
-def _aligned(flat) -> bool:
-    """True when every item is one plain nested key and one value_json, so the two columns line up item by item.
-
-    An item with a nested path (a dict or media object) adds nested keys without adding values; the older ``key``
-    form and typed values have their own fields: all of these take the item-by-item path.
-    """
-    return (len(flat.value_json) == len(flat.nested_key) and not flat.key
-            and not any(getattr(flat, name) for name in _TYPED))
 
 
 def _wire_tag(field) -> bytes:
@@ -102,15 +59,18 @@ class HistoryRow:
     texts: list[str]  # JSON text per value, decoded in bulk by pipeline.values
 
 
+def timestamp_us(stamp: float | None) -> int | None:
+    return int(round(stamp * 1_000_000)) if stamp is not None and math.isfinite(stamp) else None
+
+
 def decode_history(data: bytes) -> HistoryRow:
-    """One history record's bytes → the row's keys and JSON values, ``_step`` pulled out."""
-    flat = FlatRecord.FromString(data).history.item
-    record = None
-    if _aligned(flat):
-        keys, texts = list(flat.nested_key), list(flat.value_json)
-    else:
-        record = pb.Record.FromString(data)
-        keys, texts = _history_slow(record.history.item)
+    """One history record's bytes → the row's keys and JSON values, ``_step`` pulled out, with wandb's classes.
+
+    For the records ``HistoryColumns.history`` (pipeline/_items.c) declines: nested dicts and media, typed values,
+    anything odd; a damaged record raises protobuf's DecodeError here.
+    """
+    record = pb.Record.FromString(data)
+    keys, texts = _history_slow(record.history.item)
     row = HistoryRow(None, None, keys, texts)
     if "_step" in keys:
         at = keys.index("_step")
@@ -120,14 +80,11 @@ def decode_history(data: bytes) -> HistoryRow:
             row.step = int(float(step_text))
         except ValueError:
             row.step = None
-    else:
-        record = record or pb.Record.FromString(data)
-        if record.history.HasField("step"):
-            row.step = record.history.step.num
+    elif record.history.HasField("step"):
+        row.step = record.history.step.num
     if "_timestamp" in keys:
         try:
-            stamp = float(texts[keys.index("_timestamp")])
-            row.ts_us = int(round(stamp * 1_000_000)) if math.isfinite(stamp) else None
+            row.ts_us = timestamp_us(float(texts[keys.index("_timestamp")]))
         except ValueError:
             pass
     return row
@@ -257,24 +214,8 @@ class RunMeta:
         for item in config.remove:
             _pop_path(self.config, _update_path(item))
 
-    def apply_summary(self, data: bytes, pending: dict) -> None:
-        """Summary records restate most keys every step (in no fixed order): keep only the newest raw text per
-        key, decoded once in ``finish_summary``. A plain key is held as a string, a nested path as a tuple."""
-        flat = FlatRecord.FromString(data).summary
-        update, remove = flat.update, flat.remove
-        if _aligned(update) and not remove.nested_key and not remove.key:
-            pending.update(zip(update.nested_key, update.value_json))
-            return
-        summary = pb.Record.FromString(data).summary
-        for item in summary.update:
-            path = _update_path(item)
-            pending[path if len(path) > 1 else path[0]] = item.value_json
-        for item in summary.remove:
-            path = _update_path(item)
-            pending[path if len(path) > 1 else path[0]] = None
-
-    def finish_summary(self, pending: dict) -> None:
-        for entry, text in pending.items():
+    def apply_summary(self, summary: "SummaryUpdates") -> None:
+        for entry, text in summary.take().items():
             path = (entry,) if type(entry) is str else entry
             if path[0] == "_wandb":
                 continue
@@ -282,7 +223,6 @@ class RunMeta:
                 _pop_path(self.summary, path)
             else:
                 _set_path(self.summary, path, _clean(path, text))
-        pending.clear()
 
     def apply_exit(self, exit_record) -> None:
         self.exit_code = exit_record.exit_code
@@ -306,3 +246,36 @@ def _pop_path(obj: dict, path: tuple) -> None:
         if not isinstance(obj, dict):
             return
     obj.pop(path[-1], None)
+
+
+class SummaryUpdates:
+    """The newest raw value_json per summary key over a file's summary records, decoded once at the end.
+
+    wandb writes summary records every step (restating the row's items in no fixed order), so they are folded in C
+    (pipeline/_items.c) with no Python object per value; a record it declines (a removal, a nested path it cannot
+    hold, damage) goes through wandb's classes, after what the fold holds, so the order of updates is kept. A key is
+    a str, a nested path a tuple; None marks a removal.
+    """
+
+    def __init__(self) -> None:
+        from pipeline._items import SummaryFold
+
+        self._fold = SummaryFold()
+        self._pending: dict = {}
+
+    def add(self, data: bytes) -> None:
+        if self._fold.add(data):
+            return
+        summary = pb.Record.FromString(data).summary  # raises on damage, before anything changes
+        self._pending.update(self._fold.drain())
+        for item in summary.update:
+            path = _update_path(item)
+            self._pending[path if len(path) > 1 else path[0]] = item.value_json
+        for item in summary.remove:
+            path = _update_path(item)
+            self._pending[path if len(path) > 1 else path[0]] = None
+
+    def take(self) -> dict:
+        self._pending.update(self._fold.drain())
+        pending, self._pending = self._pending, {}
+        return pending
