@@ -88,28 +88,8 @@ static int wire_varint(Wire *w, uint64_t *out) {
 }
 
 /* Reads the next field; 0 when the bytes are malformed or the wire type is one no field read here uses. */
-static inline int wire_field(Wire *w, Field *f) {
+static int wire_field(Wire *w, Field *f) {
     uint64_t tag, n;
-    const uint8_t *p = w->p;
-    /* The common case first: a length-delimited field with a one-byte length and a one- or two-byte tag (items,
-     * keys; value_json is field 16). */
-    if (w->end - p >= 3 && (p[0] & 0x87) == 0x02 && p[1] < 0x80) {
-        f->number = p[0] >> 3;
-        f->wire = 2;
-        f->len = p[1];
-        f->data = p + 2;
-    } else if (w->end - p >= 3 && (p[0] & 0x07) == 0x02 && p[1] >= 0x01 && p[1] < 0x80 && p[2] < 0x80) {
-        f->number = (uint64_t)(p[0] & 0x7f) >> 3 | (uint64_t)p[1] << 4;
-        f->wire = 2;
-        f->len = p[2];
-        f->data = p + 3;
-    } else {
-        goto general;
-    }
-    if (f->len > w->end - f->data) return 0;
-    w->p = f->data + f->len;
-    return 1;
-general:
     if (!wire_varint(w, &tag)) return 0;
     f->number = tag >> 3;
     f->wire = (int)(tag & 7);
@@ -122,7 +102,8 @@ general:
     return 1;
 }
 
-/* Field numbers, from wandb/proto/wandb_internal.proto (the tests compare them with wandb's descriptors). */
+/* Field numbers, from wandb/proto/wandb_internal.proto (tests/test_items.py checks what they read against wandb's
+ * own classes, which would disagree if wandb renumbered a field). */
 enum {
     RECORD_NUM = 1, RECORD_HISTORY = 2, RECORD_SUMMARY = 3, RECORD_CONTROL = 16, RECORD_UUID = 19, INFO = 200,
     HISTORY_ITEM = 1, HISTORY_STEP = 2, STEP_NUM = 1,

@@ -6,7 +6,6 @@ wandb's classes read, and what it types must be exactly what json.loads gives.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import struct
@@ -50,10 +49,14 @@ def samples(tmp_path_factory) -> dict[str, list[bytes]]:
     return out
 
 
-def typed(keys: list[str], texts: list[str]) -> list[tuple]:
+def decoded(keys: list[str], texts: list[str]):
     columns = HistoryColumns()
     columns.add(keys, texts)
-    cols, source_rows = decode_columns(columns.take())
+    return decode_columns(columns.take())
+
+
+def typed(keys: list[str], texts: list[str]) -> list[tuple]:
+    cols, _ = decoded(keys, texts)
     return list(zip(*(cols[c].to_pylist() for c in ("key", "value", "value_int", "value_text", "value_type"))))
 
 
@@ -233,3 +236,26 @@ def test_an_oversized_length_is_declined_not_read_past_the_end():
     data[at] = 0x7F  # value_json claims 127 bytes
     assert HistoryColumns().history(bytes(data)) is None
     assert SummaryFold().add(struct.pack("B", 0x1A) + bytes([0xFF, 0xFF, 0x03])) is False
+
+
+def test_mixed_batch_keeps_row_order_and_types():
+    keys = ["s", "old", "min64", "n", "bad", "t"]
+    texts = ['"s\\u00e9"', '{"x": 1, "y": {"z": 2.5}}', "-9223372036854775808", "NaN", "Nope", "true"]
+    cols, source_rows = decoded(keys, texts)
+    rows = list(zip(source_rows.tolist(), *(cols[c].to_pylist() for c in ("key", "value", "value_int", "value_text", "value_type"))))
+    by_key = {r[1]: r for r in rows}
+    assert by_key["s"][2:] == (None, None, "sé", "string")
+    assert by_key["min64"][3] == -(2**63)
+    assert math.isnan(by_key["n"][2])
+    assert by_key["bad"][4:] == ("Nope", "invalid_json")
+    assert by_key["t"][2:] == (1.0, 1, None, "bool")
+    # An old-format nested dict (key + JSON object) becomes one row per leaf, keyed as W&B shows it.
+    assert by_key["old.x"][0] == by_key["old.y.z"][0] == 1 and by_key["old.y.z"][2] == 2.5
+    assert "old" not in by_key
+
+
+def test_all_numeric_batch_needs_no_row_mapping():
+    cols, source_rows = decoded(["a", "b", "c"], ["1", "-Infinity", "1.795319913661443e+09"])
+    assert source_rows is None
+    assert cols["value"].to_pylist() == [1.0, -math.inf, 1795319913.661443]
+    assert cols["value_int"].to_pylist() == [1, None, None]

@@ -25,8 +25,6 @@ _SECRET_KEY = re.compile(
     r"(?i)(^|[_.\-/])(api[_-]?key|access[_-]?key|private[_-]?key|secret([_-]?key)?|(auth[_-]?|access[_-]?)?token"
     r"|passw(or)?d|credentials?|authorization)$")
 REDACTED = "***redacted***"
-
-
 _TYPED = ("none", "boolean", "integer", "number", "text", "json")
 
 
@@ -70,7 +68,7 @@ def decode_history(data: bytes) -> HistoryRow:
     anything odd; a damaged record raises protobuf's DecodeError here.
     """
     record = pb.Record.FromString(data)
-    keys, texts = _history_slow(record.history.item)
+    keys, texts = _history_items(record.history.item)
     row = HistoryRow(None, None, keys, texts)
     if "_step" in keys:
         at = keys.index("_step")
@@ -90,8 +88,8 @@ def decode_history(data: bytes) -> HistoryRow:
     return row
 
 
-def _history_slow(items) -> tuple[list[str], list[str]]:
-    """Items with nested keys (dicts, media objects), the older ``key`` form or typed values, one by one."""
+def _history_items(items) -> tuple[list[str], list[str]]:
+    """Items one by one: nested keys (dicts, media objects), the older ``key`` form, typed values."""
     paths: list[tuple[str, ...]] = []
     texts: list[str] = []
     for item in items:
