@@ -361,7 +361,6 @@ static PyObject *Columns_history(Columns *c, PyObject *arg) {
     int have_step = 0, have_ts = 0, have_step_field = 0;
     int64_t step = 0, step_field = 0;
     double ts = 0.0;
-    PyObject *result = NULL;
     if (!record_payload(view.buf, view.len, RECORD_HISTORY, &w)) goto decline;
     while (w.p < w.end) {
         if (!wire_field(&w, &f) || f.wire != 2) goto decline;
@@ -405,7 +404,7 @@ decline:
 error:
     columns_rollback(c, mark);
     PyBuffer_Release(&view);
-    return result;
+    return NULL;
 }
 
 static const char *utf8_of(PyObject *s, Py_ssize_t *n, PyObject **holder) {
@@ -717,7 +716,7 @@ static PyMethodDef Fold_methods[] = {
 };
 
 static PyGetSetDef Fold_getset[] = {
-    {"keys", (getter)Fold_len, NULL, "keys held", NULL},
+    {"count", (getter)Fold_len, NULL, "keys held", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -116,8 +116,8 @@ def test_summary_fold_equals_the_fold_of_wandbs_records(samples):
         updates.add(data)
         fold.add(data)
     assert updates.take() == expected
-    assert fold.keys > 0 and dict(fold.drain()) == {k: v for k, v in expected.items() if v is not None}
-    assert fold.keys == 0 and fold.drain() == []
+    assert fold.count > 0 and dict(fold.drain()) == {k: v for k, v in expected.items() if v is not None}
+    assert fold.count == 0 and fold.drain() == []
 
 
 def test_a_declined_summary_record_keeps_the_order_of_updates():
@@ -174,7 +174,7 @@ def test_damaged_records_are_declined_or_read_exactly(samples):
         for bad in mutants(data, rng, 300):
             fold = SummaryFold()
             if not fold.add(bad):
-                assert fold.keys == 0  # declined with nothing folded
+                assert fold.count == 0  # declined with nothing folded
                 continue
             summary = pb.Record.FromString(bad).summary
             expected = {}
