@@ -17,20 +17,27 @@ LENGTH_COLLAPSE = REAL_RUNS / "wandb-binary-verl-opd-qwen2-3b-lengthcollapse"
 BIN = Path(sys.executable).parent
 
 
+# The developer's own data home, W&B folders and keys. `make test` exports the demo's folders (the Makefile's
+# defaults), which `make demo` has filled: no test may read them, module-scoped fixtures included.
+USER_ENV = ("GRPOLENS_HOME", "GRPOLENS_WANDB_DIRS", "GRPOLENS_TRAINER_LOGS", "GRPOLENS_CONFIG", "WANDB_ENTITY",
+            "WANDB_API_KEY", "WANDB_BASE_URL", "AXIOM_TOKEN", "AXIOM_ORG_ID", "AXIOM_URL", "GRPOLENS_AXIOM_DATASETS",
+            "GRPOLENS_EVENT_FILES", "GRPOLENS_WANDB_PROJECTS", "GRPOLENS_WANDB_CONCURRENCY")
+
+
 def pytest_configure(config):
-    """Dagster builds dbt assets from the manifest when pipeline.definitions is imported, which happens while
-    tests are collected: parse the project first, the way `make setup` does, so the manifest is never stale."""
+    """The session runs without the user's variables. Dagster builds dbt assets from the manifest when
+    pipeline.definitions is imported, which happens while tests are collected: parse the project first, the way
+    `make setup` does, so the manifest is never stale."""
+    for name in USER_ENV:
+        os.environ.pop(name, None)
     subprocess.run([str(BIN / "dbt"), "parse", "--quiet", "--profiles-dir", "."], cwd=DBT_PROJECT_DIR,
                    env={**os.environ, "GRPOLENS_HOME": tempfile.mkdtemp(prefix="grpolens-parse-")}, check=True)
 
 
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch, tmp_path):
-    """No test sees the developer's own data home, W&B folders or keys."""
-    for name in ("GRPOLENS_HOME", "GRPOLENS_WANDB_DIRS", "GRPOLENS_TRAINER_LOGS", "GRPOLENS_CONFIG", "WANDB_ENTITY",
-                 "WANDB_API_KEY", "WANDB_BASE_URL", "AXIOM_TOKEN", "AXIOM_ORG_ID", "AXIOM_URL",
-                 "GRPOLENS_AXIOM_DATASETS", "GRPOLENS_EVENT_FILES", "GRPOLENS_WANDB_PROJECTS",
-                 "GRPOLENS_WANDB_CONCURRENCY"):
+    """Each test starts without the user's variables (as the session did), whatever an earlier test set."""
+    for name in USER_ENV:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb-dir"))
     monkeypatch.setenv("WANDB_CACHE_DIR", str(tmp_path / "wandb-cache"))
