@@ -26,6 +26,19 @@ def json_text(value: Any) -> str:
     return json.dumps(finite(value), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+def logged_json(value: Any) -> str:
+    """A decoded logged value as the JSON text ``json.dumps`` writes (NaN/Infinity tokens, as W&B writes them),
+    numbers without its cost: how sources that decode their input hand values to the history buffer."""
+    kind = type(value)
+    if kind is float:
+        if math.isfinite(value):
+            return float.__repr__(value)
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if kind is int:
+        return int.__repr__(value)
+    return json.dumps(value, default=repr)
+
+
 def finite(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")

@@ -6,6 +6,7 @@ wandb's classes read, and what it types must be exactly what json.loads gives.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import struct
@@ -17,7 +18,7 @@ from wandb.proto import wandb_internal_pb2 as pb
 from pipeline._items import HistoryColumns, SummaryFold
 from pipeline.sources import wandb_log
 from pipeline.sources.wandb_records import SummaryUpdates, decode_history, peek_kind, timestamp_us
-from pipeline.values import _loads, classify, decode_columns
+from pipeline.values import _loads, classify, decode_columns, logged_json
 from tests.wandb_writer import write_run
 
 REAL_RUN = Path(__file__).resolve().parents[2] / "shared" / "real-runs" / "wandb-binary-verl-opd-qwen2-3b-lengthcollapse"
@@ -259,3 +260,9 @@ def test_all_numeric_batch_needs_no_row_mapping():
     assert source_rows is None
     assert cols["value"].to_pylist() == [1.0, -math.inf, 1795319913.661443]
     assert cols["value_int"].to_pylist() == [1, None, None]
+
+
+def test_logged_json_is_what_json_dumps_writes():
+    for value in (0.1, -0.0, 1e-300, 2.5e17, math.nan, math.inf, -math.inf, 0, -7, 2**64 + 1, True, None, "a\nb",
+                  [1.5, math.nan], {"x": 1}):
+        assert logged_json(value) == json.dumps(value)

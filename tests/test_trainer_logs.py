@@ -480,12 +480,6 @@ def test_a_log_that_shrank_is_read_again_from_the_start(tmp_path):
     assert {r[1] for r in history(lake_root, f"ingest_id = {report.ingest_id}")} == {1}
 
 
-def test_value_text_is_what_json_dumps_writes():
-    for value in (0.1, -0.0, 1e-300, 2.5e17, math.nan, math.inf, -math.inf, 0, -7, 2**64 + 1, True, None, "a\nb",
-                  [1.5, math.nan], {"x": 1}):
-        assert trainer_logs.json_value(value) == json.dumps(value)
-
-
 def test_a_console_log_next_to_trainer_state_is_left_to_the_state_file(tmp_path):
     out = tmp_path / "out"
     (out / "checkpoint-2").mkdir(parents=True)

@@ -59,7 +59,7 @@ from typing import Any
 from pipeline import lake
 from pipeline.sources.wandb_offline import FileIssue, IngestReport
 from pipeline.sources.wandb_records import redact_secrets
-from pipeline.values import finite, json_text
+from pipeline.values import finite, json_text, logged_json
 
 SOURCE = "trainer_log"
 ENTITY = "local"
@@ -366,23 +366,6 @@ def jsonl_row(raw: bytes) -> tuple[int, int | None, dict] | None:
     return step, ts_us, items
 
 
-def json_value(value: Any) -> str:
-    """What ``json.dumps(value)`` writes (NaN/Infinity tokens are understood downstream), numbers without its cost."""
-    kind = type(value)
-    if kind is float:
-        if math.isfinite(value):
-            return float.__repr__(value)
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if kind is int:
-        return int.__repr__(value)
-    return json.dumps(value, default=repr)
-
-
-def texts_of(values: Iterable[Any]) -> list[str]:
-    """JSON text per value, as the history buffer takes them."""
-    return [json_value(v) for v in values]
-
-
 def complete_lines(fh, start: int, end: int) -> Iterator[tuple[int, bytes]]:
     """(offset, line without its newline) for every complete line between ``start`` and ``end``; a last line
     without its newline is not yielded (the writer is still writing it)."""
@@ -539,7 +522,7 @@ class TrainerLogIngest:
 
     def _emit(self, info: RunInfo, step: int, ts_us: int | None, offset: int, items: dict) -> None:
         if items:
-            self.buffer.add_row(info.run_key, step, ts_us, offset, list(items), texts_of(items.values()))
+            self.buffer.add_row(info.run_key, step, ts_us, offset, list(items), [logged_json(v) for v in items.values()])
             info.observe(step, items)
 
     # -- trainer_state.json
