@@ -207,7 +207,7 @@ class OfflineIngest:
                             parsed = buffer.columns.history(data)  # the values are appended; the row is named below
                             if parsed is None:  # not the plain shape: wandb's classes
                                 row = decode_history(data)
-                                step, ts_us, n = row.step, row.ts_us, len(row.keys)
+                                step, ts_us = row.step, row.ts_us
                             else:
                                 row = None
                                 step, stamp, n = parsed
