@@ -20,6 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline._items import HistoryColumns
+
 # Dictionary-typed in memory, so Parquet writes their dictionary pages without hashing every row's string (most of
 # what writing cost); in the files, and to DuckDB, they are plain strings.
 _LABEL = pa.dictionary(pa.int32(), pa.string())
@@ -254,8 +256,6 @@ class HistoryBuffer:
     MAX_TEXT_BYTES = 256 * 2**20  # the C buffers use Arrow's int32 offsets; flush long before they could overflow
 
     def __init__(self, writer: PartWriter, ingest_id: int, max_rows: int = 100_000):
-        from pipeline._items import HistoryColumns
-
         self.writer = writer
         self.ingest_id = ingest_id
         self.max_rows = max_rows

@@ -17,6 +17,7 @@ from typing import Any
 
 from wandb.proto import wandb_internal_pb2 as pb
 
+from pipeline._items import SummaryFold
 from pipeline.values import finite, json_text
 
 # A key naming a credential: it ends with one of these words (hf_token, wandb_api_key, client_secret), so that
@@ -38,8 +39,8 @@ _FAST_KINDS = {_wire_tag(pb.Record.DESCRIPTOR.fields_by_name[name]): name for na
 
 def peek_kind(data: bytes) -> str | None:
     """'history' or 'summary' when the record's first field after ``num`` says so (wandb writes fields in number
-    order); None means: parse the record with wandb's class to find out. Saves a second parse of the two kinds
-    that make up most of a file."""
+    order); None means: parse the record with wandb's class to find out. The two kinds that make up most of a
+    file go to the C reader (pipeline/_items.c) without a protobuf parse."""
     i = 0
     if data[:1] == _NUM_TAG:
         i = 1
@@ -256,8 +257,6 @@ class SummaryUpdates:
     """
 
     def __init__(self) -> None:
-        from pipeline._items import SummaryFold
-
         self._fold = SummaryFold()
         self._pending: dict = {}
 
