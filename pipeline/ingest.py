@@ -63,3 +63,13 @@ def ingest(settings: Settings, sources: tuple[str, ...] = tuple(SOURCES),
            progress: Callable[[str], None] | None = None) -> dict[str, object]:
     """Each source's report (None for a source that is not configured), in order."""
     return {name: ingest_source(settings, name, progress) for name in sources}
+
+
+ROOT_PROBLEMS = ("missing_root", "bad_root")
+
+
+def misconfigured(reports: dict[str, object]) -> list[str]:
+    """The configured paths a source could not search (missing, a symlink loop, unreadable): a configuration to
+    fix, said after the other sources have run."""
+    return [issue.message for report in reports.values() if report is not None
+            for issue in getattr(report, "issues", []) if issue.kind in ROOT_PROBLEMS]

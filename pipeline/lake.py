@@ -31,7 +31,7 @@ HISTORY_SCHEMA = pa.schema(
         ("run_key", _LABEL),
         ("step", pa.int64()),
         ("ts", pa.timestamp("us", tz="UTC")),
-        ("key", pa.string()),
+        ("key", _LABEL),  # dictionary-encoded by secrets.redact_history, which checks each distinct key once
         ("value", pa.float64()),
         ("value_int", pa.int64()),  # exact integers (W&B writes 2**53+1 as JSON text; a DOUBLE cannot hold it)
         ("value_text", pa.string()),
@@ -127,8 +127,14 @@ def ensure_layout(lake_root: Path, source: str) -> None:
             _atomic_write_table(marker, schema.empty_table())
 
 
+def temp_path(path: Path) -> Path:
+    """Where ``path`` is written before it is renamed into place; names the writing process, so that what a
+    killed one left is told from what a live one is writing (``remove_leftovers``)."""
+    return path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.{os.getpid()}.tmp")
+
+
 def _atomic_write_table(path: Path, table: pa.Table) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp = temp_path(path)
     pq.write_table(table, tmp, **DEFAULT_PARQUET_OPTIONS)
     os.replace(tmp, path)
 
@@ -145,7 +151,7 @@ class PartWriter:
         self.schema = TABLES[table]
         self.options = PARQUET_OPTIONS.get(table, DEFAULT_PARQUET_OPTIONS)
         self.final = new_part_path(lake_root, table, source, ingest_id)
-        self.tmp = self.final.with_name(f".{self.final.name}.tmp")
+        self.tmp = temp_path(self.final)
         self._writer: pq.ParquetWriter | None = None
         self.rows = 0
 
@@ -185,11 +191,15 @@ def write_part(lake_root: Path, table: str, source: str, ingest_id: int, rows: l
 
 def write_issues(lake_root: Path, source: str, ingest_id: int, issues: list, now: float | None = None) -> Path | None:
     """What an ingest skipped and why, one row per issue (anything with ``path``, ``offset``, ``bytes_skipped``,
-    ``kind`` and ``message``: the sources' FileIssue)."""
+    ``kind`` and ``message``: the sources' FileIssue). A message may quote what it skipped: credentials in it
+    (pipeline.secrets' value rule) are replaced."""
+    from pipeline.secrets import redact_text
+
     noticed = int((time.time() if now is None else now) * 1_000_000)
     return write_part(lake_root, "ingest_issues", source, ingest_id,
-                      [{"source": source, "path": i.path, "offset": i.offset, "bytes_skipped": i.bytes_skipped,
-                        "kind": i.kind, "message": i.message, "ingest_id": ingest_id, "noticed_at": noticed}
+                      [{"source": source, "path": redact_text(str(i.path)), "offset": i.offset,
+                        "bytes_skipped": i.bytes_skipped, "kind": i.kind, "message": redact_text(str(i.message)),
+                        "ingest_id": ingest_id, "noticed_at": noticed}
                        for i in issues])
 
 
@@ -202,11 +212,33 @@ class IngestState:
 
     @classmethod
     def load(cls, lake_root: Path, source: str) -> "IngestState":
+        """The source's cursors. A damaged cursor file (cut short, not JSON) is moved aside as
+        ``<name>.corrupt-<time>``, said in one line on stderr, and the source reads its inputs again from the start,
+        as it does when the file is missing. That is safe: staging keeps one row per (run_key, step, key), the newest
+        ingest's, and the ingest ids go on after the highest one the source's lake parts are named with, so what is
+        read again is the newest copy of the same values: nothing is lost, doubled, or hidden behind an older ingest."""
         path = Path(lake_root) / "_state" / f"{source}.json"
+        problem = None
         if path.exists():
-            with open(path, encoding="utf-8") as fh:
-                return cls(path, json.load(fh))
-        return cls(path, {"version": 1, "last_ingest_id": 0})
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    data = json.load(fh)
+                if isinstance(data, dict):
+                    return cls(path, data)
+                problem = f"a JSON {type(data).__name__}, not an object"
+            except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+                problem = str(exc)
+        names = [p.name.split("-") for table in ("runs", "history", "events")
+                 for p in table_dir(lake_root, table, source).glob("part-*.parquet")]
+        last = max((int(n[1]) for n in names if len(n) > 2 and n[1].isdigit()), default=0)
+        if problem is not None:
+            import sys
+
+            aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")
+            os.replace(path, aside)
+            print(f"{path} was damaged ({problem}): moved it aside to {aside.name}; {source} reads its inputs again "
+                  "from the start (the warehouse keeps each value once)", file=sys.stderr, flush=True)
+        return cls(path, {"version": 1, "last_ingest_id": last})
 
     def next_ingest_id(self) -> int:
         return int(self.data.get("last_ingest_id", 0)) + 1
@@ -214,7 +246,7 @@ class IngestState:
     def save(self, ingest_id: int) -> None:
         self.data["last_ingest_id"] = ingest_id
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}.tmp")
+        tmp = temp_path(self.path)
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(self.data, fh, separators=(",", ":"), allow_nan=False)
             fh.flush()
@@ -223,8 +255,11 @@ class IngestState:
 
 
 @contextmanager
-def ingest_lock(lake_root: Path, source: str) -> Iterator[None]:
-    """One ingest per source at a time (the sensor, the schedule and a user's CLI may all start one)."""
+def ingest_lock(lake_root: Path, source: str) -> Iterator[list[str]]:
+    """One ingest per source at a time (the sensor, the schedule and a user's CLI may all start one).
+
+    Holding the lock, it removes what killed ingests of this source left behind (temporary parts and cursor
+    files never renamed into place) and yields a note saying so, or no note."""
     import fcntl
 
     lock_path = Path(lake_root) / "_state" / f"{source}.lock"
@@ -235,9 +270,49 @@ def ingest_lock(lake_root: Path, source: str) -> Iterator[None]:
         except BlockingIOError:
             raise IngestBusy(f"another ingest of {source} is running (lock {lock_path}); try again when it ends") from None
         try:
-            yield
+            yield remove_leftovers(Path(lake_root), source)
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def remove_leftovers(lake_root: Path, source: str) -> list[str]:
+    """Delete the source's temporary files whose writer is gone: a killed ingest's ``.part-….tmp`` parts (7-20 MB
+    each) and unrenamed cursor files. A file whose process still runs is left alone: W&B cloud runs are ingested
+    in parallel, each under its own lock, into one folder. Returns a note, or nothing when none were left."""
+    folders = [table_dir(lake_root, table, source) for table in TABLES]
+    candidates = [p for folder in folders if folder.is_dir() for p in folder.glob(".*.tmp")]
+    candidates += (lake_root / "_state").glob(f".{source}.json.*.tmp")
+    count = size = 0
+    for path in candidates:
+        if _writer_alive(path):
+            continue
+        try:
+            size += path.stat().st_size
+            path.unlink()
+            count += 1
+        except FileNotFoundError:
+            continue
+    if not count:
+        return []
+    return [f"removed {count} temporary file(s) ({size / 2**20:.1f} MiB) left by an interrupted ingest"]
+
+
+def _writer_alive(path: Path) -> bool:
+    """Whether the process named in a temporary file's name (``temp_path``) still runs; names without one (older
+    versions) count as gone once they are an hour old."""
+    pid = path.name.rsplit(".", 2)[-2]
+    if not pid.isdigit():
+        try:
+            return time.time() - path.stat().st_mtime < 3600
+        except FileNotFoundError:
+            return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
 
 
 class IngestBusy(RuntimeError):
@@ -278,6 +353,7 @@ class HistoryBuffer:
             self.flush()
 
     def flush(self) -> None:
+        from pipeline.secrets import redact_history
         from pipeline.values import decode_columns
 
         if not self._rows:
@@ -285,6 +361,7 @@ class HistoryBuffer:
         rows = np.array(self._rows, dtype=np.int64)
         counts = rows[:, 4]
         columns, source_rows = decode_columns(self.columns.take())
+        columns = redact_history(columns)  # values logged under a credential's name (strings: in decode_columns)
         run_names = pa.array(list(self._run_ids), pa.string())
         ts = np.repeat(rows[:, 2], counts)
         per_row = [

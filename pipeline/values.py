@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -17,8 +18,88 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline._items import KIND_FLOAT, KIND_INT
+from pipeline.secrets import REDACTED_TYPE, redact, redact_text
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Times the lake stores, in microseconds since the epoch: years 1 to 9999 (RFC 3339's range; DuckDB's is wider).
+TIME_US_MIN, TIME_US_MAX = -62_135_596_800_000_000, 253_402_300_799_999_999
+MAX_DEPTH = 64  # nesting a logged value may have; deeper is a hostile or broken producer, not a metric
+# JSON can spell a lone UTF-16 surrogate (\ud800), and json.loads lets one through from raw bytes too
+# (surrogatepass); UTF-8, Arrow and DuckDB cannot hold one.
+_SURROGATE = re.compile(rb"\\[uU][dD][89a-fA-F]|\xed[\xa0-\xbf]")
+
+
+def is_int64(value: int) -> bool:
+    return INT64_MIN <= value <= INT64_MAX
+
+
+def time_us(seconds: float | None) -> int | None:
+    """Epoch seconds as the lake's microseconds; None when not finite or outside years 1-9999."""
+    if seconds is None or not math.isfinite(seconds):
+        return None
+    us = int(round(seconds * 1_000_000))
+    return us if TIME_US_MIN <= us <= TIME_US_MAX else None
+
+
+def may_hold_surrogates(raw: bytes) -> bool:
+    """Whether JSON decoded from ``raw`` can contain a lone surrogate (cheap; most lines never do)."""
+    return _SURROGATE.search(raw) is not None
+
+
+def without_surrogates(value: Any) -> Any:
+    """Lone surrogates in strings and keys become their escape text (``\\ud800``), as the C reader stores them:
+    kept, and storable."""
+    kind = type(value)
+    if kind is str:
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if kind is dict:
+        return {without_surrogates(k): without_surrogates(v) for k, v in value.items()}
+    if kind is list:
+        return [without_surrogates(v) for v in value]
+    return value
+
+
+def depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """How deeply lists and dicts nest in ``value`` (without recursion), counting at most to ``limit + 1``."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if type(item) is dict:
+            item = list(item.values())
+        elif type(item) is not list:
+            continue
+        level += 1
+        if level > deepest:
+            deepest = level
+            if deepest > limit:
+                return deepest
+        stack.extend((child, level) for child in item)
+    return deepest
+
+
+def too_deep(raw: bytes | str, value: Any) -> bool:
+    """A decoded value nested beyond MAX_DEPTH; only values whose text has that many brackets are walked."""
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogatepass")
+    return raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and depth(value) > MAX_DEPTH
+
+
+def loads_checked(raw: bytes | str) -> Any:
+    """``json.loads`` for input nobody vouches for: a ValueError (with a reason) for text that is not JSON, is
+    nested beyond MAX_DEPTH or beyond what the decoder can take; lone surrogates escaped."""
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise ValueError(f"nested more than {MAX_DEPTH} levels deep") from None
+    if too_deep(raw, value):
+        raise ValueError(f"nested more than {MAX_DEPTH} levels deep")
+    if may_hold_surrogates(raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")):
+        value = without_surrogates(value)
+    return value
 
 
 def json_text(value: Any) -> str:
@@ -55,7 +136,7 @@ class _Undecodable(str):
 
 def _loads(text: str) -> Any:
     try:
-        return json.loads(text)
+        return loads_checked(text)
     except (ValueError, TypeError):
         return _Undecodable(text)
 
@@ -80,6 +161,20 @@ def classify(value: Any) -> tuple[float | None, int | None, str | None, str]:
     if kind is dict:
         return None, None, json_text(value), str(value.get("_type", "dict"))
     return None, None, json_text(value), "list"
+
+
+def classify_redacted(value: Any) -> tuple[float | None, int | None, str | None, str]:
+    """``classify`` after the value rule of pipeline.secrets: a string that held a credential keeps what else it
+    said, typed ``redacted``; lists and media objects are cleaned inside. (Numbers are never secrets; a value
+    logged under a credential name is replaced by ``secrets.redact_history``, whatever it is.)"""
+    kind = type(value)
+    if kind is str or kind is _Undecodable:
+        clean = redact_text(value)
+        if clean is not value:
+            return None, None, clean, REDACTED_TYPE
+    elif kind is dict or kind is list:
+        value = redact(value)
+    return classify(value)
 
 
 def flatten(key: str, value: Any) -> list[tuple[str, Any]]:
@@ -127,15 +222,17 @@ def decode_columns(taken: tuple) -> tuple[dict[str, pa.Array], np.ndarray | None
     for i, text in zip(others.tolist(), other_texts):
         parsed = _loads(text)
         key = keys[i].as_py()
+        if type(parsed) is dict:
+            parsed = redact(parsed)  # before it is spread: a credential's key hides all under it
         parts = flatten(key, parsed) if type(parsed) is dict else [(key, parsed)]
         if len(parts) == 1 and parts[0][0] == key:
-            replaced.append(classify(parsed))
+            replaced.append(classify_redacted(parsed))
             continue
         replaced.append((None, None, None, "dict"))
         drop[i] = True
         for sub_key, sub_value in parts:
             extra_src.append(i)
-            extra_rows.append((sub_key, *classify(sub_value)))
+            extra_rows.append((sub_key, *classify_redacted(sub_value)))
     mask = np.zeros(n, dtype=bool)
     mask[others] = True
     mask = pa.array(mask)

@@ -38,7 +38,7 @@ def test_corrupt_truncated_and_foreign_files_do_not_stop_the_rest(tmp_path):
     healthy = next(v for k, v in rows.items() if k.endswith("/healthy1"))
     assert healthy == 20 * 3  # loss, _runtime, _timestamp on every row
     damaged_rows = next(v for k, v in rows.items() if k.endswith("/gjvwlq13"))
-    assert 5000 < damaged_rows < 5650  # only what sat in the damaged block is missing
+    assert 5650 - 100 < damaged_rows <= 5650  # only the damaged record is missing: reading resumes at the next
     issues = duckdb.sql(f"select kind, path from read_parquet('{tmp_path}/lake/ingest_issues/*/*.parquet')").fetchall()
     assert {k for k, _ in issues} >= {"checksum", "not_wandb"}
     # Nothing new: the damage is not reported again and the foreign file is not re-read.

@@ -70,6 +70,7 @@ def test_kill_anywhere_then_rerun_loses_and_doubles_nothing(tmp_path, runs):
         got = deduplicated(lake)
         assert len(got) == clean.values and sorted(got) == expected
         assert not wandb_offline.ingest(lake, [runs]).changed  # every cursor sits exactly at the end
+        assert not list(lake.rglob(".*.tmp"))  # what killed ingests were writing is gone
 
     rng = random.Random(5)
     kills, lakes = 0, 0

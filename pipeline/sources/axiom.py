@@ -47,6 +47,7 @@ from typing import Any
 import httpx
 
 from pipeline import lake
+from pipeline.secrets import redact_text
 from pipeline.sources.event_files import (
     EventBatch,
     event_row,
@@ -55,6 +56,7 @@ from pipeline.sources.event_files import (
     parse_time_ns,
 )
 from pipeline.sources.wandb_offline import FileIssue, IngestReport
+from pipeline.values import may_hold_surrogates, without_surrogates
 
 SOURCE = "axiom"
 DEFAULT_URL = "https://api.axiom.co"
@@ -141,10 +143,11 @@ class AxiomClient:
         self.close()
 
     def scrub(self, text: str) -> str:
-        """Any text that leaves this module: the token, should it ever be echoed, is replaced."""
+        """Any text that leaves this module: the token, should it ever be echoed, is replaced, and so is any other
+        credential in it (pipeline.secrets' value rule)."""
         if self._token and self._token in text:
             text = text.replace(self._token, "***")
-        return text
+        return redact_text(text)
 
     def _headers(self) -> dict[str, str]:
         headers = {"Authorization": f"Bearer {self._token}", "Content-Type": "application/json",
@@ -242,7 +245,7 @@ class AxiomClient:
         if not message:
             message = response.reason_phrase or "no message"
         trace = response.headers.get("X-Axiom-Trace-Id")
-        text = str(message)[:300] + (f" (trace {trace})" if trace else "")
+        text = redact_text(str(message))[:300] + (f" (trace {trace})" if trace else "")  # redacted before it is cut
         return self.scrub(text)
 
     def _parse(self, response: httpx.Response) -> Table:
@@ -254,6 +257,10 @@ class AxiomClient:
             data = json.loads(response.content)
         except ValueError as exc:
             raise bad(f"not JSON ({exc}); cut short?") from None
+        except RecursionError:
+            raise bad("JSON nested too deeply to decode") from None
+        if may_hold_surrogates(response.content):
+            data = without_surrogates(data)
         if not isinstance(data, dict) or not isinstance(data.get("tables"), list):
             keys = ", ".join(sorted(data)[:8]) if isinstance(data, dict) else type(data).__name__
             raise bad(f"no tables list (got {keys}); not a tabular-format answer")
@@ -296,7 +303,8 @@ class AxiomReport(IngestReport):
                f"{self.events} new, {self.known} already in the lake in {self.seconds:.2f}s"
                + (f" ({self.waited_s:.1f}s waiting on rate limits/retries)" if self.waited_s >= 0.05 else "")]
         out += [f"  note: {n}" for n in self.notes]
-        out += [f"  failed: {i.path}: {i.kind}: {i.message}" for i in self.issues]
+        out += [f"  {'skipped' if i.kind == 'bad_event' else 'failed'}: {i.path}: {i.kind}: {i.message}"
+                for i in self.issues]
         return out
 
 
@@ -354,7 +362,8 @@ class AxiomIngest:
         started = time.perf_counter()
         report = self.report = AxiomReport(datasets=self.datasets, files_seen=len(self.datasets))
         lake.ensure_layout(self.lake_root, SOURCE)
-        with lake.ingest_lock(self.lake_root, SOURCE):
+        with lake.ingest_lock(self.lake_root, SOURCE) as leftovers:
+            report.notes += leftovers
             self.state = lake.IngestState.load(self.lake_root, SOURCE)
             self.cursors: dict = self.state.data.setdefault("datasets", {})
             self.live: dict[str, Cursor] = {}
@@ -380,7 +389,7 @@ class AxiomIngest:
         report.requests = self.client.requests
         report.waited_s = self.client.waited_s
         # The fields every source's report has (Dagster metadata reads them): datasets stand for files.
-        report.files_read = len(self.datasets) - len({i.path for i in report.issues})
+        report.files_read = len(self.datasets) - len({i.path for i in report.issues if i.kind != "bad_event"})
         report.records, report.values = report.received, report.events
         report.seconds = time.perf_counter() - started
         return report
@@ -463,10 +472,17 @@ class AxiomIngest:
                 flat.pop("_rowId", None)
             time_ns = parse_time_ns(flat.get("_time"))
             if time_ns is None:
-                raise BadResponse(f"an event's _time {str(flat.get('_time'))[:40]!r} is not a time")
+                raise BadResponse(f"an event's _time {redact_text(str(flat.get('_time')))[:40]!r} is not a time")
             if page_max is None or time_ns > page_max:
                 page_max = time_ns
-            row = event_row(flat, time_ns)
+            try:
+                row = event_row(flat, time_ns)
+            except Exception as exc:  # one event no reader anticipated: skipped and said; the walk goes on
+                issue = FileIssue(f"axiom:{dataset}", 0, 0, "bad_event",
+                                  f"event at {format_time_ns(time_ns)} not usable: {type(exc).__name__}: {exc}")
+                self.report.issues.append(issue)
+                self.pending_issues.append(issue)
+                continue
             event_id = row[-1]
             if event_id in recent:
                 self.report.known += 1

@@ -5,8 +5,9 @@ Files: ``GRPOLENS_EVENT_FILES`` names files or folders; folders are searched rec
 (``{"_time": ..., "event": "rollout_complete", "service": ..., "rollout_id": ..., ...}``).
 
 Incremental: a byte offset per file; only complete lines are read (a last line without its newline waits for the
-next ingest), and a refresh with nothing new costs one ``stat`` per file. A file that shrank is read again from the
-start (its events get the same ids, so nothing doubles after de-duplication). A bad line (not JSON, not an object,
+next ingest), and a refresh with nothing new costs one ``stat`` per file. A file that shrank, or whose bytes before
+the cursor changed (rewritten in place: pipeline.sources.files), is read again from the start (its events get the
+same ids, so nothing doubles after de-duplication). A bad line (not JSON, not an object,
 no readable ``_time``) is counted, reported with its byte offset (the first few per file in full, then one summary)
 and skipped; it never stops the ingest. As for every source: one ingest writes at most one events part and one
 issues part, then saves the cursors.
@@ -21,9 +22,12 @@ de-duplication on ``(dataset, event_id)``:
   (``a.b``) as Axiom stores them, null values are left out (Axiom's tabular answers cannot tell a null from an
   absent field), keys are sorted (Axiom answers them sorted) and a whole float is written as an integer (``1.0``
   → ``1``; JSON does not keep the difference, and Axiom does not either); NaN/±Infinity become strings;
+- credentials are replaced (pipeline.secrets): the value of a field named like one (``authorization``,
+  ``api_key``...), and the credential part of any string, lifted columns included;
 - ``event_id`` is Axiom's ``_rowId`` when the event has one, else ``content_id``: a hash of ``_time`` (to the
   nanosecond) and every field but Axiom's own (``_sysTime``, ``_rowId``). Two events identical in time and in
-  every field are therefore one event (a re-sent event counts once).
+  every field are therefore one event (a re-sent event counts once). The hash is taken of the row as stored,
+  after redaction: the same on both paths, and no oracle to test a guessed password against.
 
 Dataset: a file whose name (without suffix) or whose folder is named after one of the configured datasets
 (``GRPOLENS_AXIOM_DATASETS``, default ``diplomacy``) belongs to it; any other file to the first configured dataset.
@@ -32,6 +36,7 @@ Dataset: a file whose name (without suffix) or whose folder is named after one o
 from __future__ import annotations
 
 import calendar
+import datetime
 import hashlib
 import json
 import math
@@ -46,9 +51,12 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline import lake
+from pipeline.secrets import CLEAN_TEXT, PLAIN_NAMES, REDACTED, is_secret_name, redact, redact_text
 from pipeline.sources.trainer_logs import complete_lines
-from pipeline.sources.wandb_offline import FileIssue, IngestReport, files_with_new_bytes
-from pipeline.values import finite
+from pipeline.sources import files
+from pipeline.sources.files import FileIssue, failed_file
+from pipeline.sources.wandb_offline import IngestReport
+from pipeline.values import TIME_US_MAX, TIME_US_MIN, finite, loads_checked
 
 SOURCE = "event_files"
 SUFFIXES = (".ndjson", ".jsonl")
@@ -96,27 +104,38 @@ def parse_time_ns(value: Any) -> int | None:
         if m is None:
             return None
         year, month, day, hour, minute, second = (int(m.group(i)) for i in range(1, 7))
-        if not (1 <= month <= 12 and 1 <= day <= 31 and hour <= 23 and minute <= 59 and second <= 60):
+        if not (hour <= 23 and minute <= 59 and second <= 60):  # 60: a leap second, read as the next one
             return None
         try:
-            seconds = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
-        except (ValueError, OverflowError):
+            datetime.date(year, month, day)  # 2024-02-30 is no date
+        except ValueError:
             return None
+        seconds = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
         frac = m.group(7) or ""
         nanos = int(frac[:9].ljust(9, "0")) if frac else 0
         zone = m.group(8)
         if zone and zone not in ("Z", "z"):
             sign = -1 if zone[0] == "-" else 1
             digits = zone[1:].replace(":", "")
-            seconds -= sign * (int(digits[:2]) * 3600 + int(digits[2:4] or 0) * 60)
-        return seconds * 1_000_000_000 + nanos
+            zone_hours, zone_minutes = int(digits[:2]), int(digits[2:4] or 0)
+            if zone_hours > 23 or zone_minutes > 59:  # +99:99 is no offset
+                return None
+            seconds -= sign * (zone_hours * 3600 + zone_minutes * 60)
+        return _in_range(seconds * 1_000_000_000 + nanos)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     if isinstance(value, float) and not math.isfinite(value):
         return None
     magnitude = abs(value)
+    if magnitude > 1e22:  # beyond any epoch in nanoseconds of years 1-9999
+        return None
     scale = 1_000_000_000 if magnitude < 1e11 else 1_000_000 if magnitude < 1e14 else 1_000 if magnitude < 1e17 else 1
-    return int(round(value * scale)) if isinstance(value, float) else int(value) * scale
+    return _in_range(int(round(value * scale)) if isinstance(value, float) else int(value) * scale)
+
+
+def _in_range(ns: int) -> int | None:
+    """Times the lake can store (years 1-9999, pipeline.values), else None."""
+    return ns if TIME_US_MIN * 1000 <= ns <= TIME_US_MAX * 1000 + 999 else None
 
 
 def format_time_ns(ns: int) -> str:
@@ -157,17 +176,24 @@ _sha256 = hashlib.sha256
 
 
 def _canonical_fields(flat: dict) -> dict:
-    """The event's fields without Axiom's own and the lifted columns, values in their canonical form."""
+    """The event's fields without Axiom's own and the lifted columns, values in their canonical form, credentials
+    replaced (pipeline.secrets: a field named like one, a string that holds one; a few set lookups per field)."""
     rest = {}
+    plain_names, clean_text = PLAIN_NAMES, CLEAN_TEXT
     for k, v in flat.items():
         if k in _NOT_IN_FIELDS:
             continue
         kind = type(v)
-        if kind is float:
+        if kind is str:
+            if v not in clean_text:
+                v = redact_text(v)
+        elif kind is float:
             if v.is_integer() or v != v or v in (math.inf, -math.inf):
                 v = _canonical(v)
         elif kind is list or kind is dict:
-            v = _canonical(v)
+            v = redact(_canonical(v))
+        if k not in plain_names and is_secret_name(k):
+            v = REDACTED
         rest[k] = v
     return rest
 
@@ -196,7 +222,11 @@ def event_row(flat: dict, time_ns: int) -> tuple:
     keeps the producer's order and spelling), so one event gives one row whichever way it was read."""
     get = flat.get
     columns = (get("event"), get("service"), get("rollout_id"), get("run_name"))
-    fields = _SORTED(_canonical_fields(flat))
+    for c in columns:
+        if c is not None and (c.__class__ is not str or c not in CLEAN_TEXT):
+            columns = tuple(redact(c) for c in columns)  # the value rule only: these names are no credentials
+            break
+    fields = _SORTED(_canonical_fields(flat))  # credentials are out before the content id is taken
     row_id = get("_rowId")
     if row_id is not None:
         event_id = str(row_id)
@@ -263,7 +293,9 @@ class EventFilesReport(IngestReport):
         return out
 
 
-def discover(roots: Iterable[Path]) -> list[Path]:
+def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None) -> list[Path]:
+    """Every ``*.ndjson``/``*.jsonl`` below the roots, once each; hidden folders, symlinks and special files
+    (added to ``skipped``) left out."""
     found: set[str] = set()
     for root in roots:
         root = Path(root)
@@ -274,7 +306,7 @@ def discover(roots: Iterable[Path]) -> list[Path]:
             dirnames[:] = [d for d in dirnames if not d.startswith(".") and not os.path.islink(os.path.join(dirpath, d))]
             for name in filenames:
                 full = os.path.join(dirpath, name)
-                if name.lower().endswith(SUFFIXES) and not name.startswith(".") and not os.path.islink(full):
+                if name.lower().endswith(SUFFIXES) and not name.startswith(".") and files.regular(full, skipped):
                     found.add(os.path.realpath(full))
     return [Path(p) for p in sorted(found)]
 
@@ -282,8 +314,8 @@ def discover(roots: Iterable[Path]) -> list[Path]:
 def pending_files(lake_root: Path, roots: Iterable[Path]) -> list[Path]:
     """What the next ingest would read (new or grown files); takes no lock and writes nothing (for sensors)."""
     state = lake.IngestState.load(Path(lake_root), SOURCE)
-    todo, _ = files_with_new_bytes(discover(roots), state.data.get("files", {}))
-    return [path for path, _size, _cursor in todo]
+    todo, _ = files.changed(discover(roots), state.data.get("files", {}))
+    return [item[0] for item in todo]
 
 
 def dataset_for(path: Path, datasets: list[str]) -> str:
@@ -310,12 +342,14 @@ class EventFileIngest:
         started = time.perf_counter()
         report = EventFilesReport()
         lake.ensure_layout(self.lake_root, SOURCE)
-        with lake.ingest_lock(self.lake_root, SOURCE):
+        with lake.ingest_lock(self.lake_root, SOURCE) as leftovers:
+            report.notes += leftovers
             state = lake.IngestState.load(self.lake_root, SOURCE)
             cursors: dict = state.data.setdefault("files", {})
-            files = discover(self.roots)
-            report.files_seen = len(files)
-            todo, unreadable = files_with_new_bytes(files, cursors)
+            report.issues += files.root_issues(self.roots, "GRPOLENS_EVENT_FILES")
+            found = discover(self.roots, report.issues)
+            report.files_seen = len(found)
+            todo, unreadable = files.changed(found, cursors)
             report.issues += unreadable
             if not todo:
                 report.seconds = time.perf_counter() - started
@@ -324,9 +358,13 @@ class EventFileIngest:
             writer = lake.PartWriter(self.lake_root, "events", SOURCE, ingest_id)
             batch = EventBatch()
             try:
-                for n, (path, size, cursor) in enumerate(todo, 1):
+                for n, (path, size, mtime_ns, cursor) in enumerate(todo, 1):
                     self.progress(f"[{n}/{len(todo)}] {path}")
-                    new_cursor = self._read(path, size, cursor, ingest_id, batch, writer, report)
+                    try:
+                        new_cursor = self._read(path, size, mtime_ns, cursor, ingest_id, batch, writer, report)
+                    except Exception as exc:
+                        report.issues.append(failed_file(path, exc))
+                        continue
                     if new_cursor is not None:
                         cursors[str(path)] = new_cursor
                 report.events += batch.flush_to(writer)
@@ -341,18 +379,22 @@ class EventFileIngest:
         report.seconds = time.perf_counter() - started
         return report
 
-    def _read(self, path: Path, size: int, cursor: dict | None, ingest_id: int, batch: EventBatch,
+    def _read(self, path: Path, size: int, mtime_ns: int, cursor: dict | None, ingest_id: int, batch: EventBatch,
               writer: lake.PartWriter, report: EventFilesReport) -> dict | None:
         cursor = dict(cursor) if cursor else {"offset": 0, "size": 0, "events": 0, "bad_lines": 0}
         if size < cursor["size"]:
             report.notes.append(f"{path} shrank from {cursor['size']} to {size} bytes; reading it again from the start")
             cursor.update(offset=0, events=0, bad_lines=0)
         dataset = cursor.get("dataset") or dataset_for(path, self.datasets)
-        end = cursor["offset"]
         bad_here, first_bad = 0, None
-        loads = json.loads
+        end = cursor["offset"]
         try:
             with open(path, "rb") as fh:
+                if cursor["offset"] and files.rewritten(fh, cursor):
+                    report.notes.append(f"{path}: the lines already read have changed (file rewritten); reading it "
+                                        "again from the start (events already in the lake count once)")
+                    cursor.update(offset=0, events=0, bad_lines=0)
+                    end = 0
                 for offset, raw in complete_lines(fh, cursor["offset"], size):
                     end = offset + len(raw) + 1
                     report.records += 1
@@ -360,8 +402,8 @@ class EventFileIngest:
                         continue
                     problem = None
                     try:
-                        obj = loads(raw)
-                    except ValueError as exc:  # also bad UTF-8
+                        obj = loads_checked(raw)
+                    except ValueError as exc:  # also bad UTF-8, and nesting beyond what a log line has
                         problem = ("bad_line", f"not JSON: {exc}")
                     else:
                         if type(obj) is not dict:
@@ -369,8 +411,14 @@ class EventFileIngest:
                         else:
                             time_ns = parse_time_ns(obj.get("_time"))
                             if time_ns is None:
-                                shown = repr(obj.get("_time"))[:40]
-                                problem = ("no_time", "no _time" if "_time" not in obj else f"_time {shown} is not a time")
+                                shown = redact_text(repr(obj.get("_time")))[:40]  # redacted before it is cut
+                                problem = ("no_time", "no _time" if "_time" not in obj else
+                                           f"_time {shown} is not a time (RFC 3339, or epoch s/ms/us/ns; years 1-9999)")
+                            else:
+                                try:
+                                    row = event_row(flatten(obj), time_ns)
+                                except Exception as exc:  # a line no reader anticipated: skipped and said, not fatal
+                                    problem = ("bad_line", f"event not usable: {type(exc).__name__}: {exc}")
                     if problem is not None:
                         bad_here += 1
                         if bad_here <= DETAILED_BAD_LINES:
@@ -378,10 +426,11 @@ class EventFileIngest:
                         elif first_bad is None:
                             first_bad = offset
                         continue
-                    batch.add(dataset, event_row(flatten(obj), time_ns), ingest_id, offset)
+                    batch.add(dataset, row, ingest_id, offset)
                     cursor["events"] += 1
                     if len(batch) >= self.batch_rows:
                         report.events += batch.flush_to(writer)
+                cursor.update(files.fingerprint(fh, end))
         except OSError as exc:
             report.issues.append(FileIssue(str(path), end, 0, "unreadable", str(exc)))
             return None
@@ -393,7 +442,7 @@ class EventFileIngest:
         if end < size:
             report.notes.append(f"{path}: last {size - end} bytes are an incomplete line (still being written?); "
                                 "read up to the last complete one")
-        cursor.update(offset=end, size=size, dataset=dataset, bad_lines=cursor["bad_lines"] + bad_here)
+        cursor.update(offset=end, size=size, mtime_ns=mtime_ns, dataset=dataset, bad_lines=cursor["bad_lines"] + bad_here)
         return cursor
 
 

@@ -28,7 +28,11 @@ Formats, and why each is read the way it is:
   line that ended with a newline and is shorter than 4096 characters.
 
 Append-only files (JSONL, console) keep a byte offset per file, and only complete lines are read: a last line
-without its newline waits for the next ingest. A refresh with nothing new costs one ``stat`` per file. As in
+without its newline waits for the next ingest. A refresh with nothing new costs one ``stat`` per file. A log that
+shrank or whose bytes before the cursor changed (rewritten in place, pipeline.sources.files) is read again from
+the start, and its run's earlier values are superseded (``history_from_ingest``). A line, entry or file no reader
+anticipated (a step beyond 64 bits, 5,000-deep JSON, a section of an unexpected type) is skipped with an
+``ingest_issues`` row; the rest of the file and every other file still land. As in
 ``wandb_offline``, one ingest writes at most one part per table and saves the cursors last.
 
 Identity. ``run_key = trainer_log:local/<project>/<run_id>``, ``run_id`` a short hash of the run's identity path
@@ -57,9 +61,13 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import lake
-from pipeline.sources.wandb_offline import FileIssue, IngestReport
+from pipeline.sources import files
+from pipeline.sources.files import FileIssue, failed_file
+from pipeline.sources.wandb_offline import IngestReport
+from pipeline.secrets import redact, redact_name, redact_text
 from pipeline.sources.wandb_records import redact_secrets
-from pipeline.values import finite, json_text, logged_json
+from pipeline.values import MAX_DEPTH, depth, finite, is_int64, json_text, loads_checked, logged_json, \
+    may_hold_surrogates, time_us, without_surrogates
 
 SOURCE = "trainer_log"
 ENTITY = "local"
@@ -117,8 +125,9 @@ def state_run_dir(path: Path) -> Path:
     return path.parent.parent if _CHECKPOINT.match(path.parent.name) else path.parent
 
 
-def discover(roots: Iterable[Path]) -> Found:
-    """Every trainer-log file below the roots (files or folders), once each; symlinks and hidden folders skipped.
+def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None) -> Found:
+    """Every trainer-log file below the roots (files or folders), once each; symlinks, hidden folders and special
+    files (added to ``skipped``) left out.
 
     Inside a ``checkpoint-N`` folder only ``trainer_state.json`` counts (the rest are weights and tokenizer files),
     and a console log in a folder that has its trainer_state.json snapshots is left out ("where that is all there is").
@@ -128,7 +137,7 @@ def discover(roots: Iterable[Path]) -> Found:
 
     def add(full: Path) -> None:
         kind = _kind(full.name)
-        if kind is None or full.is_symlink():
+        if kind is None or not files.regular(full, skipped):
             return
         real = os.path.realpath(full)
         if kind == "trainer_state":
@@ -194,13 +203,17 @@ class RunInfo:
     history_rows: int = 0
     source_files: list[str] = field(default_factory=list)
     heartbeat_us: int | None = None
+    history_from_ingest: int | None = None  # the log was read again from its start by this ingest
 
     @classmethod
     def from_state(cls, data: dict) -> RunInfo:
         return cls(**data)
 
     def to_state(self) -> dict:
-        return finite(asdict(self))  # the cursor file is strict JSON
+        state = asdict(self)
+        # The summary holds the logged values as they came; the cursor file lives in the lake: no secrets in it.
+        state.update(config=redact(self.config), summary=redact(self.summary), name=redact_name(self.name))
+        return finite(state)  # the cursor file is strict JSON
 
     def reset_history(self) -> None:
         self.summary, self.last_step, self.history_rows = {}, None, 0
@@ -219,12 +232,12 @@ class RunInfo:
     def row(self, ingest_id: int, now: float) -> dict:
         return {
             "run_key": self.run_key, "source": SOURCE, "origin": self.origin, "entity": ENTITY,
-            "project": self.project, "run_id": self.run_id, "name": self.name, "state": self.state,
+            "project": self.project, "run_id": self.run_id, "name": redact_name(self.name), "state": self.state,
             "exit_code": None, "tags": [], "group_name": None, "job_type": None, "sweep_id": None,
-            "created_at": None, "heartbeat_at": self.heartbeat_us, "config": json_text(self.config),
-            "summary": json_text(self.summary), "last_step": self.last_step, "history_rows": self.history_rows,
+            "created_at": None, "heartbeat_at": self.heartbeat_us, "config": json_text(redact(self.config)),
+            "summary": json_text(redact(self.summary)), "last_step": self.last_step, "history_rows": self.history_rows,
             "wandb_version": None, "source_files": self.source_files, "step_offsets": json_text({}),
-            "ingest_id": ingest_id, "ingested_at": int(now * 1_000_000),
+            "ingest_id": ingest_id, "ingested_at": int(now * 1_000_000), "history_from_ingest": self.history_from_ingest,
         }
 
 
@@ -243,7 +256,7 @@ def number(text: str) -> int | float | None:
     """A number written as text (``12``, ``-0.5``, ``1e-05``, ``nan``, ``inf``), else None."""
     text = text.strip()
     if _INT.fullmatch(text):
-        return int(text)
+        return int(text) if len(text) <= 4000 else float(text)  # Python refuses longer int conversions
     if _FLOAT.fullmatch(text):
         return float(text)
     return None
@@ -298,9 +311,11 @@ def dict_line(line: str) -> dict | None:
     values = {k: (number(v) if isinstance(v, str) and number(v) is not None else v) for k, v in parsed.items()}
     if not any(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values.values()):
         return None
-    try:  # tuples, sets, bytes inside a value become what JSON can hold
-        return json.loads(json.dumps(values, default=repr))
-    except (TypeError, ValueError):
+    if depth(values) > MAX_DEPTH:
+        return None
+    try:  # tuples, sets, bytes inside a value become what JSON can hold; lone surrogates their escapes
+        return without_surrogates(json.loads(json.dumps(values, default=repr)))
+    except (TypeError, ValueError, RecursionError):
         return None
 
 
@@ -311,7 +326,7 @@ def verl_line(line: str, cut: bool) -> tuple[int, dict] | None:
     """``step:N - key:value - ...`` → (N, values). ``cut``: the line may have lost its end, so its last pair is
     dropped (only a pair followed by `` - `` is known to be whole)."""
     match = _VERL_STEP.match(line)
-    if match is None:
+    if match is None or len(match.group(1)) > 19 or not is_int64(int(match.group(1))):
         return None
     rest = line[match.end():]
     pairs = rest.split(" - ") if rest else []
@@ -326,13 +341,14 @@ def verl_line(line: str, cut: bool) -> tuple[int, dict] | None:
 
 
 def integral(value: Any) -> int | None:
-    """A step value: an int, or a float with no fraction (``10.0``); bools and anything else are not steps."""
+    """A step value: an int, or a float with no fraction (``10.0``), within 64 bits; bools and anything else
+    (``1e300``, ``2**70``) are not steps."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return value
     if isinstance(value, float) and value.is_integer():
-        return int(value)
+        value = int(value)
+    if isinstance(value, int) and is_int64(value):
+        return value
     return None
 
 
@@ -347,13 +363,15 @@ def jsonl_row(raw: bytes) -> tuple[int, int | None, dict] | None:
     if not raw.strip():
         return None
     try:
-        obj = json.loads(raw)
-    except ValueError as exc:  # includes bad UTF-8
+        obj = loads_checked(raw)
+    except ValueError as exc:  # includes bad UTF-8 and nesting beyond MAX_DEPTH
         raise BadLine("bad_line", f"not JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise BadLine("bad_line", f"a JSON {type(obj).__name__}, not an object")
     step_field = next((f for f in STEP_FIELDS if f in obj), None)
     step = integral(obj[step_field]) if step_field else None
+    if step is None and step_field:
+        raise BadLine("bad_step", f"{step_field} {_shown(obj[step_field])} is not an integer within 64 bits")
     if step is None:
         raise BadLine("no_step", f"no integer step field ({', '.join(STEP_FIELDS)})")
     items = {k: v for k, v in obj.items() if k != step_field}
@@ -361,9 +379,16 @@ def jsonl_row(raw: bytes) -> tuple[int, int | None, dict] | None:
         items = {**{k: v for k, v in items.items() if k != "data"}, **items["data"]}
     stamp = items.get("_timestamp")
     ts_us = None
-    if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) and math.isfinite(stamp):
-        ts_us = round(stamp * 1_000_000)
+    if isinstance(stamp, (int, float)) and not isinstance(stamp, bool):
+        ts_us = time_us(float(stamp)) if abs(stamp) < 1e300 else None  # out of range: the row stays, untimed
     return step, ts_us, items
+
+
+def _shown(value: Any) -> str:
+    """A value quoted in a message: short, whatever it is, and never a credential (cut after redaction, so no
+    part of one is left)."""
+    text = redact_text(repr(value))
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def complete_lines(fh, start: int, end: int) -> Iterator[tuple[int, bytes]]:
@@ -395,18 +420,11 @@ def _signature(path: Path) -> tuple[int, int]:
 
 def logs_with_new_bytes(logs: list[tuple[Path, str]], cursors: dict
                         ) -> tuple[list[tuple[Path, str, int, int, dict | None]], list[FileIssue]]:
-    """The append-only files whose size differs from their cursor's (new, grown or rewritten): one stat each."""
-    todo, unreadable = [], []
-    for path, kind in logs:
-        try:
-            size, mtime_ns = _signature(path)
-        except OSError as exc:
-            unreadable.append(FileIssue(str(path), 0, 0, "unreadable", str(exc)))
-            continue
-        cursor = cursors.get(str(path))
-        if cursor is None or size != cursor["size"]:
-            todo.append((path, kind, size, mtime_ns, cursor))
-    return todo, unreadable
+    """The append-only files whose size or mtime differs from their cursor's (new, grown, touched or rewritten):
+    one stat each."""
+    kinds = dict(logs)
+    todo, unreadable = files.changed([path for path, _kind in logs], cursors)
+    return [(path, kinds[path], size, mtime_ns, cursor) for path, size, mtime_ns, cursor in todo], unreadable
 
 
 @dataclass
@@ -464,12 +482,14 @@ class TrainerLogIngest:
         started = time.perf_counter()
         report = TrainerLogReport()
         lake.ensure_layout(self.lake_root, SOURCE)
-        with lake.ingest_lock(self.lake_root, SOURCE):
+        with lake.ingest_lock(self.lake_root, SOURCE) as leftovers:
+            report.notes += leftovers
             state = lake.IngestState.load(self.lake_root, SOURCE)
             cursors: dict = state.data.setdefault("files", {})
             snapshot_cursors: dict = state.data.setdefault("snapshots", {})
             self.runs: dict = state.data.setdefault("runs", {})
-            found = discover(self.roots)
+            report.issues += files.root_issues(self.roots, "GRPOLENS_TRAINER_LOGS")
+            found = discover(self.roots, report.issues)
             report.files_seen = found.count
             todo, unreadable = logs_with_new_bytes(found.logs, cursors)
             plans, unreadable_snapshots = snapshots_changed(found.snapshots, snapshot_cursors)
@@ -487,10 +507,17 @@ class TrainerLogIngest:
             try:
                 for n, plan in enumerate(plans, 1):
                     self.progress(f"[{n}/{total}] {plan.run_dir}")
-                    snapshot_cursors[plan.run_dir] = self._read_snapshots(plan, snapshot_cursors.get(plan.run_dir))
+                    try:
+                        snapshot_cursors[plan.run_dir] = self._read_snapshots(plan, snapshot_cursors.get(plan.run_dir))
+                    except Exception as exc:
+                        report.issues.append(failed_file(plan.run_dir, exc))
                 for n, (path, kind, size, mtime_ns, cursor) in enumerate(todo, len(plans) + 1):
                     self.progress(f"[{n}/{total}] {path}")
-                    new_cursor = self._read_log(path, kind, size, mtime_ns, cursor)
+                    try:
+                        new_cursor = self._read_log(path, kind, size, mtime_ns, cursor)
+                    except Exception as exc:
+                        report.issues.append(failed_file(path, exc))
+                        continue
                     if new_cursor is not None:
                         cursors[str(path)] = new_cursor
                 self.buffer.flush()
@@ -565,13 +592,17 @@ class TrainerLogIngest:
     def _load_state_file(self, path: Path, size: int) -> dict | None:
         try:
             with open(path, "rb") as fh:
-                doc = json.load(fh)
+                raw = fh.read()
+            doc = json.loads(raw)
         except OSError as exc:
             self.report.issues.append(FileIssue(str(path), 0, 0, "unreadable", str(exc)))
             return None
-        except ValueError as exc:  # being rewritten right now, or damaged: read again once it changes
-            self.report.issues.append(FileIssue(str(path), 0, size, "bad_file", f"not JSON: {exc}"))
+        except (ValueError, RecursionError) as exc:  # being rewritten right now, or damaged: read again once it changes
+            why = f"nested too deeply for a JSON decoder" if isinstance(exc, RecursionError) else exc
+            self.report.issues.append(FileIssue(str(path), 0, size, "bad_file", f"not JSON: {why}"))
             return None
+        if may_hold_surrogates(raw):
+            doc = without_surrogates(doc)
         if not isinstance(doc, dict) or not isinstance(doc.get("log_history"), list):
             self.report.issues.append(FileIssue(str(path), 0, size, "bad_file", "no log_history list"))
             return None
@@ -590,14 +621,31 @@ class TrainerLogIngest:
             step = integral(entry.get("step")) if isinstance(entry, dict) else None
             if step is None:
                 self.report.issues.append(FileIssue(str(path), 0, 0, "no_step",
-                                                    f"log_history[{index}] has no integer step"))
+                                                    f"log_history[{index}] has no integer step within 64 bits"))
+                continue
+            if depth(entry) > MAX_DEPTH:
+                self.report.issues.append(FileIssue(str(path), 0, 0, "bad_entry",
+                                                    f"log_history[{index}] is nested more than {MAX_DEPTH} levels deep"))
                 continue
             # Train, eval and end-of-training entries at one step all repeat `epoch`: one value, not a repeated step.
             items = {k: v for k, v in entry.items()
                      if k != "step" and not ((step, k) in written and _same(written[(step, k)], v))}
             written.update(((step, k), v) for k, v in items.items())
-            self._emit(info, step, None, index, items)
-        info.config = finite(redact_secrets({k: v for k, v in doc.items() if k != "log_history"}))
+            try:
+                self._emit(info, step, None, index, items)
+            except Exception as exc:  # one entry no reader anticipated: skipped and said
+                self.report.issues.append(FileIssue(str(path), 0, 0, "bad_entry",
+                                                    f"log_history[{index}] not usable: {type(exc).__name__}: {exc}"))
+        config = {}
+        for key, value in doc.items():
+            if key == "log_history":
+                continue
+            if depth(value) > MAX_DEPTH:
+                self.report.issues.append(FileIssue(str(path), 0, 0, "bad_entry",
+                                                    f"{key} is nested more than {MAX_DEPTH} levels deep; left out"))
+                continue
+            config[key] = value
+        info.config = finite(redact_secrets(config))
         info.state = "finished" if _finished(doc) else "running"
         if previous_last is not None and (info.last_step is None or info.last_step < previous_last):
             self.report.notes.append(
@@ -610,27 +658,41 @@ class TrainerLogIngest:
         """Read one JSONL or console log from its cursor; returns the new cursor, None if it could not be read."""
         cursor = dict(cursor) if cursor else {"offset": 0, "size": 0, "format": None, "ordinal": 0, "run_key": None}
         if size < cursor["size"]:
-            self.report.notes.append(f"{path} shrank from {cursor['size']} to {size} bytes; reading it again from "
-                                     "the start")
-            cursor.update(offset=0, format=None, ordinal=0)
-            if cursor["run_key"] in self.runs or cursor["run_key"] in self.touched:
-                self._run(cursor["run_key"]).reset_history()
+            self._restart(cursor, f"{path} shrank from {cursor['size']} to {size} bytes")
         read_line = self._jsonl_line if kind == "jsonl" else self._console_line
         end = cursor["offset"]
         try:
             with open(path, "rb") as fh:
+                if cursor["offset"] and files.rewritten(fh, cursor):
+                    self._restart(cursor, f"{path}: the lines already read have changed (file rewritten)")
+                    end = 0
                 for offset, raw in complete_lines(fh, cursor["offset"], size):
                     end = offset + len(raw) + 1
                     self.report.records += 1
-                    read_line(path, offset, raw, cursor)
+                    try:
+                        read_line(path, offset, raw, cursor)
+                    except Exception as exc:  # one line no reader anticipated: skipped and said, never fatal
+                        self.report.issues.append(FileIssue(str(path), offset, len(raw) + 1, "bad_line",
+                                                            f"line not usable: {type(exc).__name__}: {exc}"))
+                cursor.update(files.fingerprint(fh, end))
         except OSError as exc:
             self.report.issues.append(FileIssue(str(path), end, 0, "unreadable", str(exc)))
             return None
         self.report.files_read += 1
         if cursor["run_key"] in self.touched:
             self.touched[cursor["run_key"]].touch(path, mtime_ns)
-        cursor.update(offset=end, size=size)
+        cursor.update(offset=end, size=size, mtime_ns=mtime_ns)
         return cursor
+
+    def _restart(self, cursor: dict, why: str) -> None:
+        """Read a log again from its start: its run's values from earlier ingests are superseded (staging keeps
+        this source's rows of the run from this ingest on), so steps the new content lacks do not linger."""
+        self.report.notes.append(f"{why}; reading it again from the start")
+        cursor.update(offset=0, format=None, ordinal=0)
+        if cursor["run_key"] in self.runs or cursor["run_key"] in self.touched:
+            info = self._run(cursor["run_key"])
+            info.reset_history()
+            info.history_from_ingest = self.buffer.ingest_id
 
     def _log_run(self, path: Path, cursor: dict, origin: str) -> RunInfo:
         if cursor["run_key"] in self.touched:
@@ -650,6 +712,10 @@ class TrainerLogIngest:
             return
         if row is not None:
             step, ts_us, items = row
+            if ts_us is None and isinstance(items.get("_timestamp"), (int, float)):
+                self.report.issues.append(FileIssue(str(path), offset, 0, "bad_time",
+                                                    f"_timestamp {_shown(items['_timestamp'])} is not a time in years "
+                                                    "1-9999; the row is kept without a time"))
             self._emit(self._log_run(path, cursor, "jsonl"), step, ts_us, offset, items)
 
     def _console_line(self, path: Path, offset: int, raw: bytes, cursor: dict) -> None:
@@ -685,8 +751,10 @@ def _finished(doc: dict) -> bool:
     global_step, max_steps = integral(doc.get("global_step")), integral(doc.get("max_steps"))
     if global_step is not None and max_steps is not None and max_steps > 0 and global_step >= max_steps:
         return True
-    control = (doc.get("stateful_callbacks") or {}).get("TrainerControl") or {}
-    return bool(isinstance(control, dict) and (control.get("args") or {}).get("should_training_stop"))
+    callbacks = doc.get("stateful_callbacks")
+    control = callbacks.get("TrainerControl") if isinstance(callbacks, dict) else None
+    args = control.get("args") if isinstance(control, dict) else None
+    return isinstance(args, dict) and args.get("should_training_stop") is True
 
 
 def ingest(lake_root: Path, roots: Iterable[Path], progress: Callable[[str], None] | None = None,

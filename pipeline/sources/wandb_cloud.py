@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterable
 
 from pipeline import lake
 from pipeline.sources.wandb_offline import FileIssue, IngestReport
+from pipeline.secrets import redact, redact_name, redact_text
 from pipeline.sources.wandb_records import redact_secrets
 from pipeline.values import json_text, logged_json
 
@@ -120,12 +121,13 @@ def connect(api_key: str | None = None, base_url: str | None = None, timeout: in
 
 
 def scrub_secret(text: Any, *secrets: str | None) -> str:
-    """One line of an error message with the API key (ours and the environment's) blanked out."""
+    """One line of an error message with the API key (ours and the environment's) blanked out, and any other
+    credential in it (pipeline.secrets' value rule: a header or token the server quoted back)."""
     text = str(text)
     for secret in {*secrets, os.environ.get("WANDB_API_KEY")}:
         if secret and len(secret) >= 8:
             text = text.replace(secret, "***")
-    lines = text.strip().splitlines()
+    lines = redact_text(text).strip().splitlines()
     return lines[0][:500] if lines else ""
 
 
@@ -482,15 +484,17 @@ class CloudIngest:
         sweep = attrs.get("sweepName") or None
         row = {
             "run_key": ref.run_key, "source": "wandb", "origin": "cloud", "entity": ref.entity,
-            "project": ref.project, "run_id": ref.run_id, "name": attrs.get("displayName") or run.name,
-            "state": attrs.get("state"), "exit_code": None, "tags": list(attrs.get("tags") or []),
-            "group_name": attrs.get("group") or None, "job_type": attrs.get("jobType") or None, "sweep_id": sweep,
+            "project": ref.project, "run_id": ref.run_id, "name": redact_name(attrs.get("displayName") or run.name),
+            "state": attrs.get("state"), "exit_code": None,
+            "tags": [redact_name(tag) for tag in attrs.get("tags") or []],
+            "group_name": redact_name(attrs.get("group")) or None, "job_type": attrs.get("jobType") or None,
+            "sweep_id": sweep,
             "created_at": _micros(parse_time(attrs.get("createdAt"))),
             "heartbeat_at": _micros(parse_time(attrs.get("heartbeatAt"))),
             "config": json_text(redact_secrets(dict(run.config))),  # json_text writes NaN/inf as W&B shows them
             "summary": json_text(redact_secrets(dict(run.summary_metrics))),
             "last_step": top, "history_rows": line_count, "wandb_version": None, "source_files": [],
-            "step_offsets": None, "artifacts": json_text(artifacts), "history_from_ingest": from_ingest,
+            "step_offsets": None, "artifacts": json_text(redact(artifacts)), "history_from_ingest": from_ingest,
         }
         new_cursor = {"run_key": ref.run_key, "signature": signature, "last_step": top, "line_count": line_count,
                       "history_from_ingest": from_ingest, "ingest_id": ingest_id}

@@ -7,8 +7,11 @@ A record is one FULL chunk or a FIRST, MIDDLE…, LAST sequence; a block tail sh
 
 The reader can start at any record boundary (the byte offset a previous read stopped at), reads one block at a time
 (memory bounded by the largest record, not by the file), and never raises on damage: a corrupt chunk is reported and
-reading resumes at the next block, the way LevelDB recovers; an incomplete tail (a file still being written, or one
-cut short) ends the read with the offset of the last complete record, so the next read picks up from there.
+reading resumes at the next intact chunk that starts a record in the same block (its checksum proves it), else at
+the next block, the way LevelDB recovers. An incomplete tail (a file still being written, or one cut short) ends
+the read with the offset of the last complete record, so the next read picks up from there; but a chunk that runs
+past the end of the file is damage, not a record being written, when an intact chunk follows it or the caller
+knows the writer has finished (an exit record, or a file nobody has written to for a while).
 """
 
 from __future__ import annotations
@@ -60,12 +63,12 @@ def check_header(fh: BinaryIO) -> None:
         raise NotAWandbFile(f"not a .wandb file: header {head!r}, expected {FILE_HEADER!r}")
 
 
-def read_records(fh: BinaryIO, start: int, result: ReadResult) -> Iterator[tuple[int, bytes]]:
+def read_records(fh: BinaryIO, start: int, result: ReadResult, finished: bool = False) -> Iterator[tuple[int, bytes]]:
     """Yield ``(offset, record_bytes)`` for each complete record from ``start`` (a record boundary) on.
 
     ``result`` is filled as the read goes: ``end_offset`` always names where the next read must start (after the
     last complete record, or after a damaged block that was skipped), so a caller that stops early knows how far
-    it got.
+    it got. ``finished``: nothing more will be written, so an incomplete last chunk is damage.
     """
     start = max(start, HEADER_SIZE)
     result.end_offset = start
@@ -89,7 +92,7 @@ def read_records(fh: BinaryIO, start: int, result: ReadResult) -> Iterator[tuple
                 i = n  # zeros: nothing more was written in this block
                 break
             if data_end > n:
-                if not whole_block:
+                if not whole_block and not finished and _next_intact(view, i + 1, n) is None:
                     break  # this chunk is still being written: an incomplete tail
                 kind, why = "bad_chunk", f"chunk length {length} runs past the end of its block"
             elif ctype not in (FULL, FIRST, MIDDLE, LAST):
@@ -99,12 +102,19 @@ def read_records(fh: BinaryIO, start: int, result: ReadResult) -> Iterator[tuple
             else:
                 kind = ""
             if kind:
-                # LevelDB's recovery: drop the rest of the block (and any record in progress), resume at the next.
-                result.damage.append(Damage(pos + i, n - i, kind, why + "; rest of the block skipped"))
+                # Drop the record in progress; resume at the next intact record start in this block, else (as
+                # LevelDB does) at the next block.
+                resume = _next_intact(view, i + 1, n)
                 pending = None
-                result.end_offset = pos + block_left
-                i = n
-                break
+                if resume is None:
+                    result.damage.append(Damage(pos + i, n - i, kind, why + "; rest of the block skipped"))
+                    result.end_offset = pos + block_left
+                    i = n
+                    break
+                result.damage.append(Damage(pos + i, resume - i, kind, why + "; read on from the next intact chunk"))
+                i = resume
+                result.end_offset = pos + i
+                continue
             chunk_offset = pos + i
             data = view[i + HEADER_SIZE : data_end]
             i = data_end
@@ -133,6 +143,20 @@ def read_records(fh: BinaryIO, start: int, result: ReadResult) -> Iterator[tuple
         block_left = BLOCK_SIZE
     file_end = fh.seek(0, 2)
     result.incomplete_tail = max(0, file_end - result.end_offset)
+
+
+def _next_intact(view: memoryview, start: int, n: int) -> int | None:
+    """The position of the first chunk from ``start`` on that begins a record (FULL or FIRST), lies inside the
+    buffer and whose checksum holds; None when there is none."""
+    for j in range(start, n - HEADER_SIZE + 1):
+        ctype = view[j + 6]
+        if ctype != FULL and ctype != FIRST:
+            continue
+        crc, length, _ = _CHUNK.unpack_from(view, j)
+        end = j + HEADER_SIZE + length
+        if end <= n and zlib.crc32(view[j + HEADER_SIZE:end], _TYPE_CRC[ctype]) == crc:
+            return j
+    return None
 
 
 def _orphan(result: ReadResult, offset: int, skipped: int, message: str) -> None:

@@ -8,7 +8,11 @@ de-duplicates.
 
 A run resumed in another folder (same run id) is one run. A resumed offline run restarts ``_step`` at 0 unless
 the trainer passed ``step=``; such a segment is shifted to follow the earlier one (recorded in ``step_offsets``)
-rather than overwrite it.
+rather than overwrite it. A byte-identical copy of a run file (same first block, so the same run record: run id
+and start time) is not a resume: it is read once, from the first path, and the copy is named in a note.
+
+A file whose bytes before the cursor changed (pipeline.sources.files) is read again from the start. A record
+whose content no reader expected (a step beyond 64 bits, nesting no metric has) is one ``ingest_issues`` row.
 """
 
 from __future__ import annotations
@@ -23,22 +27,15 @@ from typing import Callable, Iterable
 from wandb.proto import wandb_internal_pb2 as pb
 
 from pipeline import lake
-from pipeline.sources import wandb_log
+from pipeline.sources import files, wandb_log
+from pipeline.sources.files import FileIssue, failed_file
 from pipeline.sources.wandb_records import RunMeta, SummaryUpdates, decode_history, peek_kind, timestamp_us
 from pipeline.values import json_text
 
 SOURCE = "wandb_offline"
 RUN_FILE = re.compile(r"^run-.*\.wandb$")
 _FOLDER_TIME = re.compile(r"(\d{8}_\d{6})")
-
-
-@dataclass
-class FileIssue:
-    path: str
-    offset: int
-    bytes_skipped: int
-    kind: str
-    message: str
+QUIET_S = 30 * 60  # a run file untouched this long is finished (see OfflineIngest._quiet)
 
 
 @dataclass
@@ -67,8 +64,9 @@ class IngestReport:
         return out
 
 
-def discover(roots: Iterable[Path]) -> list[Path]:
-    """Every ``run-*.wandb`` below the roots, once each (``latest-run`` and other symlinks are not followed).
+def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None) -> list[Path]:
+    """Every ``run-*.wandb`` below the roots, once each (``latest-run`` and other symlinks are not followed; a
+    FIFO or other special file named like one is added to ``skipped``).
 
     Sorted by the start time in the run folder's name so a resumed run's segments are read in order.
     """
@@ -82,7 +80,7 @@ def discover(roots: Iterable[Path]) -> list[Path]:
             runs = [f for f in filenames if RUN_FILE.match(f)]
             for name in runs:
                 full = Path(dirpath) / name
-                if not full.is_symlink():
+                if files.regular(full, skipped):
                     found.setdefault(os.path.realpath(full), full)
             if runs:
                 dirnames[:] = []  # a run folder's files/, logs/ and tmp/ hold no run files
@@ -96,26 +94,11 @@ def discover(roots: Iterable[Path]) -> list[Path]:
     return [Path(real) for real, _ in sorted(found.items(), key=order)]
 
 
-def files_with_new_bytes(files: list[Path], cursors: dict) -> tuple[list[tuple[Path, int, dict | None]], list[FileIssue]]:
-    """The files whose size differs from what their cursor recorded (new, grown or rewritten), by one stat each."""
-    todo, unreadable = [], []
-    for path in files:
-        try:
-            size = path.stat().st_size
-        except OSError as exc:
-            unreadable.append(FileIssue(str(path), 0, 0, "unreadable", str(exc)))
-            continue
-        cursor = cursors.get(str(path))
-        if cursor is None or size != cursor["size"]:
-            todo.append((path, size, cursor))
-    return todo, unreadable
-
-
 def pending_files(lake_root: Path, roots: Iterable[Path]) -> list[Path]:
     """What the next ingest would read: for sensors, which must not take the ingest lock or write anything."""
     state = lake.IngestState.load(Path(lake_root), SOURCE)
-    todo, _ = files_with_new_bytes(discover(roots), state.data.get("files", {}))
-    return [path for path, _size, _cursor in todo]
+    todo, _ = files.changed(discover(roots), state.data.get("files", {}))
+    return [item[0] for item in todo]
 
 
 def run_key_for(meta: RunMeta, default_entity: str) -> str:
@@ -137,13 +120,15 @@ class OfflineIngest:
         started = time.perf_counter()
         report = IngestReport()
         lake.ensure_layout(self.lake_root, SOURCE)
-        with lake.ingest_lock(self.lake_root, SOURCE):
+        with lake.ingest_lock(self.lake_root, SOURCE) as leftovers:
+            report.notes += leftovers
             state = lake.IngestState.load(self.lake_root, SOURCE)
             cursors: dict = state.data.setdefault("files", {})
             runs: dict = state.data.setdefault("runs", {})
-            files = discover(self.roots)
-            report.files_seen = len(files)
-            todo, unreadable = files_with_new_bytes(files, cursors)
+            report.issues += files.root_issues(self.roots, "GRPOLENS_WANDB_DIRS")
+            found = discover(self.roots, report.issues)
+            report.files_seen = len(found)
+            todo, unreadable = files.changed(found, cursors)
             report.issues += unreadable
             if not todo:
                 report.seconds = time.perf_counter() - started
@@ -153,10 +138,18 @@ class OfflineIngest:
             writer = lake.PartWriter(self.lake_root, "history", SOURCE, ingest_id)
             buffer = lake.HistoryBuffer(writer, ingest_id, self.batch_rows)
             touched: dict[str, RunMeta] = {}
+            # First blocks of the files read so far: a new file with the same first block as one of them is a
+            # byte-identical copy of that run (its run record holds the run id and start time), read once.
+            heads = {c["first_block"]: p for p, c in cursors.items() if c.get("first_block") and not c.get("copy_of")}
             try:
-                for n, (path, size, cursor) in enumerate(todo, 1):
+                for n, (path, size, mtime_ns, cursor) in enumerate(todo, 1):
                     self.progress(f"[{n}/{len(todo)}] {path}")
-                    new_cursor = self._read_file(path, size, cursor, runs, touched, buffer, report)
+                    try:
+                        new_cursor = self._read_file(path, size, mtime_ns, cursor, heads, runs, touched, buffer,
+                                                     report)
+                    except Exception as exc:
+                        report.issues.append(failed_file(path, exc))
+                        continue
                     if new_cursor is not None:
                         cursors[str(path)] = new_cursor
                 buffer.flush()
@@ -177,8 +170,8 @@ class OfflineIngest:
         report.seconds = time.perf_counter() - started
         return report
 
-    def _read_file(self, path: Path, size: int, cursor: dict | None, runs: dict, touched: dict,
-                   buffer: lake.HistoryBuffer, report: IngestReport) -> dict | None:
+    def _read_file(self, path: Path, size: int, mtime_ns: int, cursor: dict | None, heads: dict, runs: dict,
+                   touched: dict, buffer: lake.HistoryBuffer, report: IngestReport) -> dict | None:
         """Read one file from its cursor; returns the new cursor, or None when the file could not be read."""
         start = cursor["offset"] if cursor else 0
         run_key = cursor.get("run_key") if cursor else None
@@ -186,24 +179,38 @@ class OfflineIngest:
             report.notes.append(f"{path} shrank from {cursor['size']} to {size} bytes; reading it again from the start")
             start, run_key = 0, None
         result = wandb_log.ReadResult()
-        meta = self._meta(run_key, runs, touched) if run_key else None
         summary = SummaryUpdates()
-        step_offset = int(meta.step_offsets.get(str(path), 0)) if meta else 0
         try:
             with open(path, "rb") as fh:
+                if start and files.rewritten(fh, cursor):
+                    report.notes.append(f"{path}: the bytes already read have changed (file rewritten); "
+                                        "reading it again from the start")
+                    start, run_key = 0, None
+                first_block = files.head_digest(fh, size)
+                original = heads.get(first_block) if first_block else None
+                if original is not None and original != str(path):
+                    report.notes.append(f"{path} is a byte-identical copy of {original}: that run is read once, "
+                                        "from the first path")
+                    return {"offset": size, "size": size, "mtime_ns": mtime_ns, "run_key": None,
+                            "first_block": first_block, "copy_of": original}
+                if first_block:
+                    heads.setdefault(first_block, str(path))
+                meta = self._meta(run_key, runs, touched) if run_key else None
+                step_offset = int(meta.step_offsets.get(str(path), 0)) if meta else 0
+                finished = (meta is not None and meta.exit_code is not None) or self._quiet(mtime_ns)
                 wandb_log.check_header(fh)
-                for offset, data in wandb_log.read_records(fh, start, result):
+                for offset, data in wandb_log.read_records(fh, start, result, finished):
                     report.records += 1
                     kind = peek_kind(data)
-                    if kind == "history" and meta is None:
-                        report.issues.append(FileIssue(str(path), offset, len(data), "orphan_history",
-                                                       "history record before any run record"))
-                        continue
                     try:
-                        if kind is None:
+                        if kind is None:  # (a history or summary record whose fields are not in wandb's order too)
                             record = pb.Record.FromString(data)  # a fresh message: upb arenas only grow while one lives
                             kind = record.WhichOneof("record_type")
-                        elif kind == "history":
+                        if kind == "history" and meta is None:
+                            report.issues.append(FileIssue(str(path), offset, len(data), "orphan_history",
+                                                           "history record before any run record"))
+                            continue
+                        if kind == "history":
                             parsed = buffer.columns.history(data)  # the values are appended; the row is named below
                             if parsed is None:  # not the plain shape: wandb's classes
                                 row = decode_history(data)
@@ -212,7 +219,7 @@ class OfflineIngest:
                                 row = None
                                 step, stamp, n = parsed
                                 ts_us = timestamp_us(stamp)
-                        elif meta is not None:
+                        elif kind == "summary" and meta is not None:
                             summary.add(data)
                     except Exception as exc:  # protobuf's DecodeError; any bad record is skipped, not fatal
                         report.issues.append(FileIssue(str(path), offset, len(data), "decode", f"record not decodable: {exc}"))
@@ -233,33 +240,21 @@ class OfflineIngest:
                             meta.last_step = step
                         if ts_us is not None:
                             meta.touch(ts_us / 1e6)
-                    elif kind == "run":
-                        if meta is None:
-                            probe = RunMeta()
-                            probe.apply_run(record.run)
-                            run_key = run_key_for(probe, self.default_entity)
-                            meta = self._meta(run_key, runs, touched)
-                        meta.apply_run(record.run)
-                        if str(path) not in meta.source_files:
-                            meta.source_files.append(str(path))
-                    elif meta is None:
-                        continue
-                    elif kind == "summary":
-                        pass  # applied above, without a second parse
-                    elif kind == "config":
-                        meta.apply_config(record.config)
-                    elif kind == "exit":
-                        meta.apply_exit(record.exit)
-                    elif kind == "stats":
-                        meta.touch(record.stats.timestamp.seconds + record.stats.timestamp.nanos / 1e9)
-                    elif kind == "telemetry" and record.telemetry.cli_version:
-                        meta.wandb_version = record.telemetry.cli_version
+                    elif kind != "summary":  # summary: folded above, without a second parse
+                        try:
+                            meta, run_key = self._apply(kind, record, path, meta, run_key, runs, touched)
+                        except Exception as exc:  # content no reader expected is one issue, not a failed ingest
+                            report.issues.append(FileIssue(str(path), offset, len(data), "bad_record",
+                                                           f"{kind} record not usable: {type(exc).__name__}: {exc}"))
+                new_cursor = {"offset": result.end_offset, "size": size, "mtime_ns": mtime_ns, "run_key": run_key,
+                              "first_block": first_block, **files.fingerprint(fh, result.end_offset)}
         except wandb_log.HeaderNotWritten as exc:
             report.notes.append(f"{path}: {exc}; will read it when it has grown")
             return None
         except wandb_log.NotAWandbFile as exc:
             report.issues.append(FileIssue(str(path), 0, size, "not_wandb", str(exc)))
-            return {"offset": 0, "size": size, "run_key": None, "rejected": "not_wandb"}  # not retried until it changes
+            return {"offset": 0, "size": size, "mtime_ns": mtime_ns, "run_key": None,  # not retried until it changes
+                    "rejected": "not_wandb"}
         except OSError as exc:
             report.issues.append(FileIssue(str(path), 0, 0, "unreadable", str(exc)))
             return None
@@ -271,7 +266,38 @@ class OfflineIngest:
         if result.incomplete_tail and result.end_offset < size:
             report.notes.append(f"{path}: last {result.incomplete_tail} bytes are an incomplete record "
                                 "(file still being written, or cut short); read up to the last complete one")
-        return {"offset": result.end_offset, "size": size, "run_key": run_key}
+        return new_cursor
+
+    def _apply(self, kind: str | None, record, path: Path, meta: RunMeta | None, run_key: str | None, runs: dict,
+               touched: dict) -> tuple[RunMeta | None, str | None]:
+        """A run-level record (run, config, exit, stats, telemetry) applied to its run; returns (meta, run_key),
+        which the run record sets when it is the file's first."""
+        if kind == "run":
+            if meta is None:
+                probe = RunMeta()
+                probe.apply_run(record.run)
+                run_key = run_key_for(probe, self.default_entity)
+                meta = self._meta(run_key, runs, touched)
+            meta.apply_run(record.run)
+            if str(path) not in meta.source_files:
+                meta.source_files.append(str(path))
+        elif meta is None:
+            pass
+        elif kind == "config":
+            meta.apply_config(record.config)
+        elif kind == "exit":
+            meta.apply_exit(record.exit)
+        elif kind == "stats":
+            meta.touch(record.stats.timestamp.seconds + record.stats.timestamp.nanos / 1e9)
+        elif kind == "telemetry" and record.telemetry.cli_version:
+            meta.wandb_version = record.telemetry.cli_version
+        return meta, run_key
+
+    @staticmethod
+    def _quiet(mtime_ns: int) -> bool:
+        """Not written to for a while: wandb writes system stats every few seconds while a run lives, so a file
+        this quiet has no writer, and an incomplete record at its end is damage, not a record being written."""
+        return time.time() - mtime_ns / 1e9 > QUIET_S
 
     def _meta(self, run_key: str, runs: dict, touched: dict) -> RunMeta:
         if run_key not in touched:

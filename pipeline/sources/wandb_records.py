@@ -9,23 +9,15 @@ media value, kept whole as JSON text with its type rather than spread over its f
 
 from __future__ import annotations
 
-import json
-import math
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from wandb.proto import wandb_internal_pb2 as pb
 
 from pipeline._items import SummaryFold
-from pipeline.values import finite, json_text
+from pipeline.secrets import redact, redact_name
+from pipeline.values import finite, is_int64, json_text, loads_checked, time_us
 
-# A key naming a credential: it ends with one of these words (hf_token, wandb_api_key, client_secret), so that
-# max_new_tokens, tokenizer or author stay readable.
-_SECRET_KEY = re.compile(
-    r"(?i)(^|[_.\-/])(api[_-]?key|access[_-]?key|private[_-]?key|secret([_-]?key)?|(auth[_-]?|access[_-]?)?token"
-    r"|passw(or)?d|credentials?|authorization)$")
-REDACTED = "***redacted***"
 _TYPED = ("none", "boolean", "integer", "number", "text", "json")
 
 
@@ -58,8 +50,7 @@ class HistoryRow:
     texts: list[str]  # JSON text per value, decoded in bulk by pipeline.values
 
 
-def timestamp_us(stamp: float | None) -> int | None:
-    return int(round(stamp * 1_000_000)) if stamp is not None and math.isfinite(stamp) else None
+timestamp_us = time_us  # a history row's _timestamp (epoch seconds) as the lake's microseconds
 
 
 def decode_history(data: bytes) -> HistoryRow:
@@ -76,9 +67,10 @@ def decode_history(data: bytes) -> HistoryRow:
         keys.pop(at)
         step_text = texts.pop(at)
         try:
-            row.step = int(float(step_text))
-        except ValueError:
-            row.step = None
+            step = int(float(step_text))
+        except (ValueError, OverflowError):  # text, NaN, ±inf
+            step = None
+        row.step = step if step is not None and is_int64(step) else None
     elif record.history.HasField("step"):
         row.step = record.history.step.num
     if "_timestamp" in keys:
@@ -133,20 +125,15 @@ def _set_path(obj: dict, path: tuple, value: Any) -> None:
 
 
 def redact_secrets(value: Any) -> Any:
-    """Config and summary may carry API keys; none of them may reach the lake."""
-    if isinstance(value, dict):
-        return {k: (REDACTED if _SECRET_KEY.search(str(k)) and not isinstance(v, (dict, list)) else redact_secrets(v))
-                for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact_secrets(v) for v in value]
-    return value
+    """Config and summary may carry API keys; none of them may reach the lake (the rule: pipeline.secrets)."""
+    return redact(value)
 
 
 def _clean(path: tuple[str, ...], text: str) -> Any:
-    """A config or summary value as stored: decoded, secrets redacted (by its own key or keys inside it)."""
-    if any(_SECRET_KEY.search(part) for part in path):
-        return REDACTED
-    return finite(redact_secrets(_loads(text)))
+    """A config or summary value as stored: decoded, secrets redacted (by a key on its path, keys inside it, or
+    what its strings look like)."""
+    name = ".".join(path)  # the name W&B shows, as a history key would have it: hub.hf_token
+    return finite(redact({name: _loads(text)})[name])
 
 
 def _update_path(item) -> tuple[str, ...]:
@@ -188,10 +175,10 @@ class RunMeta:
         self.run_id = run.run_id or self.run_id
         self.entity = run.entity or self.entity
         self.project = run.project or self.project
-        self.name = run.display_name or self.name or run.run_id
+        self.name = redact_name(run.display_name) or self.name or run.run_id
         if run.tags:
-            self.tags = list(run.tags)
-        self.group_name = run.run_group or self.group_name
+            self.tags = [redact_name(tag) for tag in run.tags]
+        self.group_name = redact_name(run.run_group) or self.group_name
         self.job_type = run.job_type or self.job_type
         self.sweep_id = run.sweep_id or self.sweep_id
         if run.HasField("start_time"):
@@ -234,7 +221,7 @@ class RunMeta:
 
 def _loads(text: str) -> Any:
     try:
-        return json.loads(text)
+        return loads_checked(text)
     except ValueError:
         return text
 
