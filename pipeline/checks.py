@@ -170,13 +170,19 @@ def check_overrides(settings, rules: list[Check]) -> dict[str, dict]:
     """Per-check parameter overrides from grpolens.yaml (`checks: {kl_spike: {min_kl: 0.3}}`), validated against
     the rules the caller already loaded."""
     section = settings.load_config().get("checks") or {}
+    where = settings.config_path or "grpolens.yaml"
     if not isinstance(section, dict):
-        raise CheckError("grpolens.yaml: `checks` must map check names to their parameters")
+        raise CheckError(f"{where}: `checks` must map check names to their parameters")
     known = {check.name for check in rules}
-    unknown = sorted(set(section) - known)
+    unknown = sorted(map(str, set(section) - known))
     if unknown:
-        raise CheckError(f"grpolens.yaml names unknown checks: {', '.join(unknown)}")
-    return section
+        raise CheckError(f"{where}: `checks` names unknown checks: {', '.join(unknown)} "
+                         f"(known: the file names in {SQL_DIR / 'checks'}, e.g. kl_spike)")
+    not_mappings = sorted(name for name, params in section.items() if not isinstance(params or {}, dict))
+    if not_mappings:
+        raise CheckError(f"{where}: `checks: {not_mappings[0]}:` must map parameter names to values "
+                         "(e.g. `kl_spike: {mad_factor: 8}`)")
+    return {name: params or {} for name, params in section.items()}
 
 
 def check_warehouse(settings, run_key: str | None = None, persist: bool = True) -> list[CheckOutcome]:

@@ -22,8 +22,17 @@ def cmd_ingest(args, settings: Settings) -> int:
     from pipeline.ingest import SOURCES, ingest
 
     sources = tuple(args.source) if args.source else tuple(SOURCES)
-    ingest(settings, sources, progress=_say)
+    _fail_if_misconfigured(ingest(settings, sources, progress=_say))
     return 0
+
+
+def _fail_if_misconfigured(reports: dict) -> None:
+    """Every source has run and said what it skipped; a configured path that does not exist fails the command."""
+    from pipeline.ingest import misconfigured
+
+    problems = misconfigured(reports)
+    if problems:
+        raise UserError("; ".join(problems) + " (fix the configuration: the other paths and sources were read)")
 
 
 def cmd_build(args, settings: Settings) -> int:
@@ -38,11 +47,13 @@ def cmd_refresh(args, settings: Settings) -> int:
     from pipeline import warehouse
     from pipeline.ingest import SOURCES, ingest
 
-    from pipeline.checks import check_warehouse
+    from pipeline.checks import check_overrides, check_warehouse, load_checks
 
-    ingest(settings, tuple(SOURCES), progress=_say)
+    check_overrides(settings, load_checks())  # a broken grpolens.yaml fails now, not after the ingest and the build
+    reports = ingest(settings, tuple(SOURCES), progress=_say)
     if warehouse.is_up_to_date(settings) and not args.force:
         _say(f"warehouse {settings.duckdb_path} is up to date: nothing new to build or check")
+        _fail_if_misconfigured(reports)
         return 0
     warehouse.build(settings, progress=_say, verbose=args.verbose, stamp=False)
     outcomes = check_warehouse(settings)
@@ -54,6 +65,7 @@ def cmd_refresh(args, settings: Settings) -> int:
     for outcome in outcomes:
         if outcome.error:
             _say(f"check {outcome.check.name} could not run: {outcome.error}")
+    _fail_if_misconfigured(reports)
     return 0
 
 
@@ -127,7 +139,11 @@ def cmd_sql(args, settings: Settings) -> int:
     query = Path(args.file).read_text() if args.file else args.query
     if not query:
         raise UserError("give a query, or --file FILE")
-    con = warehouse.connect_readonly(settings)
+    try:
+        warehouse.refuse_writes(query)
+    except warehouse.QueryRefused as exc:
+        raise UserError(f"query failed: {exc}") from None
+    con = warehouse.connect_query(settings)
     try:
         relation = con.sql(query)
         if relation is None:
@@ -150,7 +166,7 @@ def cmd_sql(args, settings: Settings) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as exc:  # duckdb.Error subclasses; one line for the user
-        raise UserError(f"query failed: {str(exc).splitlines()[0]}") from None
+        raise UserError(warehouse.query_error_message(settings, exc)) from None
     finally:
         con.close()
     return 0
@@ -225,21 +241,66 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _os_message(exc: OSError, settings: Settings, command: str) -> str:
+    """One line for a failure of the machine rather than of grpolens: a full disk, a read-only or foreign data home."""
+    import errno
+    import shutil
+
+    path = Path(exc.filename) if exc.filename else None
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        where = path or settings.home
+        probe = next((p for p in (where, *where.parents) if p.exists()), None)
+        free = f"; {shutil.disk_usage(probe).free / 2**20:.1f} MiB free there now" if probe else ""
+        return (f"{reason.lower()} writing {path or f'under {settings.home}'}{free}. Nothing already committed was "
+                f"lost: free some space and run `grpolens {command}` again, it goes on from what was committed")
+    if exc.errno == errno.EROFS:
+        return (f"cannot write {path or settings.home}: read-only file system; the data home {settings.home} must be "
+                "writable (or point GRPOLENS_HOME / --home at another folder)")
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return (f"cannot use {path or settings.home}: {reason.lower()}; the data home {settings.home} must be readable "
+                "and writable by this user (or point GRPOLENS_HOME / --home at another folder)")
+    if exc.errno in (errno.ENOTDIR, errno.EEXIST) and not settings.home.is_dir():
+        blocker = next((p for p in (settings.home, *settings.home.parents) if p.exists() and not p.is_dir()), path)
+        return (f"cannot use {path or settings.home}: {blocker} is a file, not a folder; point GRPOLENS_HOME "
+                "(or --home) at a folder")
+    if exc.errno == errno.EIO:
+        return f"input/output error on {path or settings.home}: the disk may be failing; check it, then run `grpolens {command}` again"
+    return f"{reason}: {path}" if path else str(exc)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     settings = Settings.from_env(args.home)
     settings.export()
+    from pipeline.checks import CheckError
     from pipeline.lake import IngestBusy
-    from pipeline.warehouse import BuildFailed, WarehouseLocked
+    from pipeline.settings import ConfigError
+    from pipeline.warehouse import (BuildFailed, WarehouseDamaged, WarehouseLocked, WarehouseUnreadable,
+                                    os_error_in)
+
+    def fail(message: str) -> int:
+        print(f"grpolens {args.command}: {message}", file=sys.stderr)
+        return 1
 
     try:
+        if settings.home.exists() and not settings.home.is_dir():
+            raise UserError(f"the data home {settings.home} is a file, not a folder: point GRPOLENS_HOME "
+                            "(or --home) at a folder")
         return args.func(args, settings)
-    except (UserError, IngestBusy, WarehouseLocked, BuildFailed, FileNotFoundError) as exc:
-        print(f"grpolens {args.command}: {exc}", file=sys.stderr)
-        return 1
+    except (UserError, IngestBusy, WarehouseLocked, WarehouseDamaged, WarehouseUnreadable, BuildFailed, ConfigError,
+            CheckError, FileNotFoundError) as exc:
+        return fail(str(exc))
+    except OSError as exc:  # disk full, read-only or foreign data home, a file where a folder should be
+        return fail(_os_message(exc, settings, args.command))
     except KeyboardInterrupt:
         print(f"grpolens {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # DuckDB and others word an OS failure inside their own error; anything else is a bug
+        problem = os_error_in(str(exc))
+        if problem is None:
+            raise
+        return fail(_os_message(problem, settings, args.command))
 
 
 if __name__ == "__main__":

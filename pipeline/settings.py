@@ -11,6 +11,10 @@ DBT_PROJECT_DIR = PROJECT_ROOT / "dbt_project"
 SQL_DIR = PROJECT_ROOT / "sql"
 
 
+class ConfigError(ValueError):
+    """grpolens.yaml cannot be used: the message names the file, where (line and column) and what is wrong."""
+
+
 def _paths(value: str | None) -> list[Path]:
     return [Path(p).expanduser() for p in (value or "").split(os.pathsep) if p.strip()]
 
@@ -69,10 +73,22 @@ class Settings:
         path = self.config_path
         if path is None:
             return {}
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh) or {}
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = yaml.safe_load(fh) or {}
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            context, start = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+            if context and start is not None and (mark is None or start.line != mark.line):
+                problem += f" ({context} that starts at line {start.line + 1}, column {start.column + 1})"
+            raise ConfigError(f"{path}: not valid YAML{where}: {problem}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         if not isinstance(data, dict):
-            raise ValueError(f"{path}: expected a mapping at the top level")
+            raise ConfigError(f"{path}: expected a mapping at the top level (keys such as `checks:`), "
+                              f"found a {type(data).__name__}")
         return data
 
     def export(self) -> None:

@@ -8,6 +8,7 @@ nothing new skips dbt entirely.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -22,14 +23,71 @@ from pipeline.settings import DBT_PROJECT_DIR, SQL_DIR, Settings
 
 _LOCKED = re.compile(r"(could not set lock|conflicting lock)", re.I)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# What DuckDB says when the file is not a database, or a damaged one (cut short, overwritten, bad checksums).
+_DAMAGED = re.compile(r"not a valid DuckDB database|Could not read enough bytes|Corrupt database|checksum"
+                      r"|replaying WAL", re.I)
+# Operating-system failures as DuckDB, dbt and Python word them inside a longer message.
+_OS_FAILURES = ((errno.ENOSPC, re.compile(r"No space left on device|\[Errno 28\]", re.I)),
+                (errno.EDQUOT, re.compile(r"Disk quota exceeded", re.I)),
+                (errno.EROFS, re.compile(r"Read-only file system", re.I)),
+                (errno.EACCES, re.compile(r"Permission denied", re.I)),
+                (errno.EPERM, re.compile(r"Operation not permitted", re.I)),
+                (errno.EFBIG, re.compile(r"File too large", re.I)),
+                (errno.EIO, re.compile(r"Input/output error", re.I)))
+_QUOTED_PATH = re.compile(r'"(/[^"\n]+)"|\'(/[^\'\n]+)\'')
 
 
 class WarehouseLocked(RuntimeError):
     pass
 
 
+class WarehouseDamaged(RuntimeError):
+    """The DuckDB file is not a database or is damaged. It is derived data: the lake rebuilds it."""
+
+
+class WarehouseUnreadable(RuntimeError):
+    """DuckDB would not open the file for another reason (its message says why)."""
+
+
 class BuildFailed(RuntimeError):
     pass
+
+
+class LakeDamaged(BuildFailed):
+    """Lake parts that cannot be read; the message names them and says what to do."""
+
+
+class QueryRefused(RuntimeError):
+    """`grpolens sql` refuses a statement that could write a file or run SQL it cannot see."""
+
+
+def os_error_in(text: str, default_path: Path | str | None = None) -> OSError | None:
+    """The operating-system failure (disk full, read-only, permissions…) a DuckDB or dbt message reports, as the
+    OSError it was, naming the quoted absolute path on the line that reports it (else ``default_path``); or None."""
+    for line in text.splitlines():
+        for code, pattern in _OS_FAILURES:
+            if pattern.search(line):
+                found = _QUOTED_PATH.search(line)
+                path = (found.group(1) or found.group(2)) if found else default_path
+                return OSError(code, os.strerror(code), None if path is None else str(path))
+    return None
+
+
+def damaged_message(settings: Settings, detail: str) -> str:
+    path = settings.duckdb_path
+    wal = path.with_name(path.name + ".wal")
+    also = f" and its {wal.name}" if wal.exists() else ""
+    return (f"the warehouse {path} is not a DuckDB database or is damaged ({detail}); it holds nothing the lake does "
+            f"not: move it{also} aside (e.g. add .damaged to the name) and run `grpolens build` to rebuild it from the "
+            "lake")
+
+
+def _opening_error(settings: Settings, exc: Exception) -> Exception:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if _DAMAGED.search(text):
+        return WarehouseDamaged(damaged_message(settings, text))
+    return os_error_in(text, settings.duckdb_path) or WarehouseUnreadable(
+        f"cannot open the warehouse {settings.duckdb_path}: {text}")
 
 
 def connect_readonly(settings: Settings, retries: int = 5, wait: float = 0.5):
@@ -37,21 +95,79 @@ def connect_readonly(settings: Settings, retries: int = 5, wait: float = 0.5):
     return _connect(settings, True, retries, wait)
 
 
+def connect_query(settings: Settings, retries: int = 5, wait: float = 0.5):
+    """The connection for users' own SQL (`grpolens sql`): read-only, and locked down so it can write no file and
+    load no extension. DuckDB refuses every file outside the lake (reading /etc/passwd, COPY … TO /tmp/x.csv,
+    ATTACH, INSTALL) and any change of these settings; the lake stays readable for the warehouse's views and for
+    read_parquet('<home>/lake/…'). Inside the lake DuckDB could still write (COPY, EXPORT, EXPLAIN ANALYZE COPY,
+    profiling and logging output): ``refuse_writes`` turns those statements away before they run."""
+    con = _connect(settings, True, retries, wait, {"autoinstall_known_extensions": False,
+                                                     "autoload_known_extensions": False})
+    try:
+        # allowed_directories cannot be given at connect time; a bound list, so no path is pasted into SQL.
+        con.execute("set allowed_directories = $dirs", {"dirs": [str(settings.lake) + os.sep]})
+        con.execute("set enable_external_access = false")
+        con.execute("set lock_configuration = true")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+# Statements a query may be: everything else (COPY, EXPORT, ATTACH, DETACH, INSTALL/LOAD, PREPARE/EXECUTE, CALL,
+# PRAGMA statements such as enable_profiling, …) is refused. The statements that change tables go on to DuckDB, which
+# refuses them itself on the read-only warehouse (and allows them on temporary objects, which live in memory).
+_QUERY_STATEMENTS = {"SELECT", "EXPLAIN", "SET", "VARIABLE_SET", "TRANSACTION", "RELATION",
+                     "CREATE", "INSERT", "UPDATE", "DELETE", "DROP", "ALTER", "MERGE_INTO"}
+# Table functions that write files (profiling and log output) or run SQL built from strings, which no check of the
+# text could see. Their names must appear in the text to be called: DuckDB has no other way to name a function.
+_WRITING_FUNCTIONS = re.compile(r"\b(enable_logging|enable_profiling|json_execute_serialized_sql|query_table)\b"
+                                r"|\bquery\b\"?\s*(\(|/\*|--)", re.I)
+_EXPLAIN_ANALYZE = re.compile(r"^\s*explain\s+analy[sz]e\s+(?P<inner>.*)$", re.I | re.S)
+_READS_ONLY = "`grpolens sql` only reads (no file writes, no extensions, no other databases)"
+
+
+def refuse_writes(query: str) -> None:
+    """Raise QueryRefused unless every statement of ``query`` only reads (see ``connect_query``)."""
+    import duckdb
+
+    found = _WRITING_FUNCTIONS.search(query)
+    if found:
+        raise QueryRefused(f"Permission Error: the function {found.group(1) or 'query'}() is refused: {_READS_ONLY}")
+    try:
+        statements = duckdb.extract_statements(query)
+    except duckdb.Error as exc:  # DuckDB's own parser error, reported before anything runs
+        raise QueryRefused(str(exc).splitlines()[0]) from None
+    for statement in statements:
+        kind = statement.type.name
+        if kind not in _QUERY_STATEMENTS:
+            label = {"LOAD": "INSTALL and LOAD", "COPY_DATABASE": "COPY FROM DATABASE"}.get(kind, kind.replace("_", " "))
+            raise QueryRefused(f"Permission Error: {label} statements are refused: {_READS_ONLY}")
+        if kind == "EXPLAIN" and re.search(r"\banaly[sz]e\b", statement.query, re.I):  # runs the statement it explains
+            inner = _EXPLAIN_ANALYZE.match(statement.query)
+            if inner is None:
+                raise QueryRefused("Permission Error: this EXPLAIN ANALYZE is refused (write it as EXPLAIN ANALYZE "
+                                   f"SELECT …): {_READS_ONLY}")
+            refuse_writes(inner["inner"])
+
+
 def connect_write(settings: Settings, retries: int = 5, wait: float = 0.5):
     """The one writing connection (held briefly: the anomalies table is replaced in one transaction)."""
     return _connect(settings, False, retries, wait)
 
 
-def _connect(settings: Settings, read_only: bool, retries: int, wait: float):
+def _connect(settings: Settings, read_only: bool, retries: int, wait: float, config: dict | None = None):
     import duckdb
 
     if not settings.duckdb_path.exists():
         raise FileNotFoundError(f"no warehouse at {settings.duckdb_path}: run `grpolens refresh` (or `grpolens build`) first")
     for attempt in range(retries):
         try:
-            return duckdb.connect(str(settings.duckdb_path), read_only=read_only)
-        except duckdb.IOException as exc:
-            if not _LOCKED.search(str(exc)) or attempt == retries - 1:
+            return duckdb.connect(str(settings.duckdb_path), read_only=read_only, config=config or {})
+        except duckdb.Error as exc:
+            if not _LOCKED.search(str(exc)):  # not a database, damaged, read-only disk, …: waiting will not help
+                raise _opening_error(settings, exc) from None
+            if attempt == retries - 1:
                 raise WarehouseLocked(_lock_message(settings, exc)) from None
             time.sleep(wait * (attempt + 1))
     raise AssertionError("unreachable")
@@ -89,20 +205,26 @@ def run_dbt(settings: Settings, command: str, *extra: str, echo: Callable[[str],
     results.unlink(missing_ok=True)
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy())
     tail: list[str] = []
+    os_failure: OSError | None = None  # the first disk-full / read-only / permission failure dbt printed
     for line in proc.stdout:
         line = _ANSI.sub("", line.rstrip())
         tail = (tail + [line])[-40:]
+        os_failure = os_failure or os_error_in(line)
         if echo:
             echo(line)
     code = proc.wait()
-    if not results.exists():
-        text = "\n".join(tail)
-        if _LOCKED.search(text):
-            raise WarehouseLocked(_lock_message(settings, RuntimeError(text)))
-        raise BuildFailed(f"dbt {command} could not run (exit {code}): " + next(
-            (l for l in reversed(tail) if l.strip()), "no output"))
-    with open(results, encoding="utf-8") as fh:
-        return json.load(fh)
+    try:
+        with open(results, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (FileNotFoundError, ValueError):  # not written, or cut short (a full disk)
+        pass
+    text = "\n".join(tail)
+    if _LOCKED.search(text):
+        raise WarehouseLocked(_lock_message(settings, RuntimeError(text)))
+    if os_failure is not None:
+        raise os_failure
+    raise BuildFailed(f"dbt {command} could not run (exit {code}): " + next(
+        (l for l in reversed(tail) if l.strip()), "no output"))
 
 
 def build_fingerprint(settings: Settings) -> dict:
@@ -111,8 +233,11 @@ def build_fingerprint(settings: Settings) -> dict:
     state_dir = settings.lake / "_state"
     if state_dir.exists():
         for path in sorted(state_dir.glob("*.json")):
-            with open(path, encoding="utf-8") as fh:
-                ingests[path.stem] = json.load(fh).get("last_ingest_id", 0)
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    ingests[path.stem] = json.load(fh).get("last_ingest_id", 0)
+            except (ValueError, AttributeError):  # damaged: the source's next ingest moves it aside and says so
+                ingests[path.stem] = "unreadable"
     digest = hashlib.sha256()
     for base in (DBT_PROJECT_DIR, SQL_DIR / "checks"):
         for path in sorted(base.rglob("*")):
@@ -133,8 +258,17 @@ def is_up_to_date(settings: Settings) -> bool:
     stamp = _stamp_path(settings)
     if not stamp.exists() or not settings.duckdb_path.exists():
         return False
-    with open(stamp, encoding="utf-8") as fh:
-        return json.load(fh) == build_fingerprint(settings)
+    try:
+        with open(stamp, encoding="utf-8") as fh:
+            if json.load(fh) != build_fingerprint(settings):
+                return False
+    except ValueError:  # cut short (a full disk): build again
+        return False
+    try:  # nothing new, but is the file still a database? (raises WarehouseDamaged when it is not)
+        _connect(settings, True, 1, 0).close()
+    except WarehouseLocked:
+        pass  # a build is writing it
+    return True
 
 
 def stamp_build(settings: Settings, fingerprint: dict | None = None) -> None:
@@ -158,25 +292,85 @@ def build(settings: Settings, select: str | None = None, progress: Callable[[str
     extra = ["--select", select] if select else []
     results = run_dbt(settings, "build", *extra, echo=progress if verbose else None)
     counts: dict[str, int] = {}
-    failures = []
+    failures, messages = [], []
     for node in results.get("results", []):
         status = str(node.get("status", "unknown")).lower()
         counts[status] = counts.get(status, 0) + 1
         if status in {"error", "fail", "runtime error"}:
             name = node.get("unique_id", "?").split(".")[-1]
-            message = (node.get("message") or status).strip().splitlines()[0]
-            failures.append(f"{name}: {message}")
+            message = (node.get("message") or status).strip()
+            messages.append(message)
+            # "Runtime Error in model x (path)" says where; the next line says what (DuckDB's error)
+            lines = [l.strip() for l in message.splitlines() if l.strip() and not l.strip().startswith("LINE ")]
+            failures.append(f"{name}: {': '.join(lines[:2])}")
     if failures:
-        text = "; ".join(failures)
-        if _LOCKED.search(text):
-            raise WarehouseLocked(_lock_message(settings, RuntimeError(text)))
-        raise BuildFailed(f"dbt build failed: {text}")
+        _raise_build_failure(settings, "; ".join(failures), "\n".join(messages))
     if stamp and not select:
         stamp_build(settings, fingerprint)
     counts["seconds"] = round(time.perf_counter() - started, 2)
     if progress:
         progress(f"dbt build: {_describe(counts)}")
     return counts
+
+
+def _raise_build_failure(settings: Settings, summary: str, messages: str) -> None:
+    """The most useful error for a failed build: a lock, a full or read-only disk, a damaged warehouse file, damaged
+    lake parts, or else dbt's failures."""
+    if _LOCKED.search(messages):
+        raise WarehouseLocked(_lock_message(settings, RuntimeError(messages)))
+    os_failure = os_error_in(messages)
+    if os_failure is not None:
+        raise os_failure
+    if _DAMAGED.search(messages) and str(settings.duckdb_path) in messages:
+        raise WarehouseDamaged(damaged_message(settings, summary))
+    damaged = damaged_parts(settings, messages)
+    if damaged:
+        raise LakeDamaged(lake_damage_message(settings, damaged))
+    raise BuildFailed(f"dbt build failed: {summary}")
+
+
+def damaged_parts(settings: Settings, messages: str = "") -> dict[Path, str]:
+    """Lake files that cannot be read, and why: every Parquet file whose footer does not parse, and any lake file
+    DuckDB named in ``messages`` (a file can have a sound footer and damaged pages)."""
+    import pyarrow.parquet as pq
+
+    found: dict[Path, str] = {}
+    for path in sorted(settings.lake.glob("*/source=*/*.parquet")):
+        try:
+            pq.read_metadata(path)
+        except Exception as exc:  # pyarrow's ArrowInvalid / OSError: the file is what is wrong
+            found[path] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    for line in messages.splitlines():
+        for match in re.finditer(r"'(/[^\n]+?\.parquet)'", line):
+            path = Path(match.group(1))
+            if path not in found and path.is_relative_to(settings.lake) and path.is_file():
+                found[path] = line.replace(match.group(0), "").strip().rstrip(":")
+    return found
+
+
+def lake_damage_message(settings: Settings, damaged: dict[Path, str]) -> str:
+    items = "; ".join(f"{path} ({cause.rstrip('.')})" for path, cause in damaged.items())
+    state = settings.lake / "_state"
+    cursors = []
+    for source in sorted({path.parent.name.removeprefix("source=") for path in damaged}):
+        cursors.append(f"{state / source}.json" + (f" and the folder {state / source}/" if (state / source).is_dir() else ""))
+    one = len(damaged) == 1
+    return (f"{'a lake part is' if one else f'{len(damaged)} lake parts are'} damaged and cannot be read: {items}. "
+            f"Rename {'it' if one else 'them'} out of the lake's reach (add .damaged to the name) and run `grpolens "
+            f"build` again; the rows {'it' if one else 'they'} held are then missing until they are read again: while "
+            f"the source's own files still exist, also move {' and '.join(cursors)} aside and run `grpolens ingest` "
+            "(what is read twice is kept once)")
+
+
+def query_error_message(settings: Settings, exc: Exception) -> str:
+    """One line for a failed user query: DuckDB's own message, or what to do when a file it reads is damaged."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if _DAMAGED.search(text) and (str(settings.duckdb_path) in text or "database" in text.lower()):
+        return damaged_message(settings, text)
+    damaged = {p: c for p, c in damaged_parts(settings, text).items() if str(p) in text} if ".parquet" in text else {}
+    if damaged:
+        return lake_damage_message(settings, damaged)
+    return f"query failed: {text}"
 
 
 def _describe(counts: dict) -> str:
