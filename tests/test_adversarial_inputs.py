@@ -382,3 +382,39 @@ def test_byte_identical_copies_of_a_run_folder_are_one_run_read_once(tmp_path):
     assert values(tmp_path / "lake") == {s: float(s) for s in range(300)}  # not shifted 30 times
     assert len(read(tmp_path / "lake", "history", "key = 'loss'")) == 300
     assert not wandb_offline.ingest(tmp_path / "lake", [tmp_path / "runs"]).changed
+
+
+# --------------------------------------------------------------------------------------- end to end, in the CLI
+
+def test_refresh_over_every_kind_of_hostile_input_builds_and_says_what_it_skipped(tmp_path):
+    """All the above at once through `grpolens refresh`: exit 0, one line per skip, no traceback, and the
+    warehouse (dbt on DuckDB) takes every value that was kept, escaped surrogates and all."""
+    runs, logs, events = tmp_path / "runs", tmp_path / "logs", tmp_path / "events"
+    wf.write(runs, "mixed1", [wf.run_record("mixed1"), wf.config(deep=DEEP_DICT, name='"\\ud800"'),
+                              wf.history("0", loss="1.0"), wf.history("1e300", loss="9.0"),
+                              wf.history("1", loss="2.0", note='"\\udc80x"', deep=DEEP), wf.exit_record()])
+    (logs / "a").mkdir(parents=True)
+    (logs / "a" / "metrics.jsonl").write_text('{"step": 1, "loss": 1.0}\n{"step": 1e300, "loss": 9}\n'
+                                             '{"step": 2, "\\ud800": 1, "loss": 2.0}\n{"step": 3, "x": %s}\n' % DEEP)
+    (logs / "b").mkdir()
+    (logs / "b" / "trainer_state.json").write_text(json.dumps(
+        {"stateful_callbacks": [1], "log_history": [{"step": 2**70, "loss": 1}, {"step": 5, "loss": 0.5}]}))
+    events.mkdir()
+    (events / "diplomacy.ndjson").write_text('{"_time": "2024-02-30T00:00:00Z", "event": "x"}\n'
+                                            '{"_time": "2024-01-01T00:00:00Z", "event": "\\ud800"}\n'
+                                            '{"_time": "2024-01-01T00:00:01Z", "event": "ok", "x": %s}\n'
+                                            '{"_time": "2024-01-01T00:00:02Z", "event": "ok"}\n' % DEEP)
+    env = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_WANDB_DIRS": str(runs),
+           "GRPOLENS_TRAINER_LOGS": str(logs), "GRPOLENS_EVENT_FILES": str(events)}
+    proc = grpolens("refresh", env=env)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    skipped = [line for line in proc.stderr.splitlines() if line.strip().startswith("skipped:")]
+    assert len(skipped) == 6, skipped  # .wandb: 1e300; jsonl: 1e300, deep line; trainer_state: 2**70; events: 2
+    out = grpolens("sql", "select run_key like 'wandb:%' as wandb, step, value from history where key = 'loss' "
+                   "order by all", "--format", "csv", env=env, check=True)
+    assert out.stdout.splitlines()[1:] == ["False,1,1.0", "False,2,2.0", "False,5,0.5", "True,0,1.0", "True,1,2.0"]
+    out = grpolens("sql", "select event, count(*) from events group by all order by all", "--format", "csv",
+                   env=env, check=True)
+    assert out.stdout.splitlines()[1:] == ["\\ud800,1", "ok,1"]
+    issues = grpolens("sql", "select count(*) from ingest_issues", "--format", "csv", env=env, check=True)
+    assert issues.stdout.splitlines()[1] == "6"
