@@ -22,9 +22,14 @@ from typing import Any
 from pipeline.settings import SQL_DIR
 
 ANOMALY_COLUMNS = ("run_key", "check_name", "severity", "step", "step_end", "metric", "value", "threshold", "message")
+# Rules over the event marts flag a dataset's hours, not a run's steps: run_key and step are null, these say where.
+EVENT_COLUMNS = ("dataset", "started_at", "ended_at")
 SEVERITIES = ("info", "warn", "error")
 _HEADER = re.compile(r"^--\s*(?P<key>[a-z_]+)\s*:\s*(?P<value>.*)$")
 _PARAM = re.compile(r"^--\s*param\s+(?P<name>[a-z_][a-z0-9_]*)\s*=\s*(?P<value>[^\s]+)\s*(?:--\s*(?P<doc>.*))?$")
+
+
+DETECTORS = SQL_DIR / "detectors.sql"  # shared macros the rules call (wilson_lower, hour_episode, ...)
 
 
 class CheckError(ValueError):
@@ -107,6 +112,7 @@ def run_check(con, check: Check, overrides: dict[str, Any] | None = None, run_ke
     """Run one check on an open (read-only is enough) DuckDB connection; a failing query is an outcome, not a crash."""
     outcome = CheckOutcome(check)
     try:
+        con.execute(DETECTORS.read_text(encoding="utf-8"))  # temporary macros: allowed on a read-only connection
         params = check.bound(overrides)
         used = {name: value for name, value in params.items() if f"${name}" in check.sql}
         relation = con.execute(f"select * from ({check.sql.rstrip().rstrip(';')}) as found", used)
@@ -120,10 +126,19 @@ def run_check(con, check: Check, overrides: dict[str, Any] | None = None, run_ke
                 continue
             row["check_name"] = check.name
             row["severity"] = row["severity"] or check.severity
-            outcome.rows.append({c: row[c] for c in ANOMALY_COLUMNS})
+            outcome.rows.append({c: row.get(c) for c in ANOMALY_COLUMNS + EVENT_COLUMNS})
     except Exception as exc:  # duckdb.Error and CheckError: reported per check
         outcome.error = str(exc).splitlines()[0]
     return outcome
+
+
+def hours(row: dict) -> str:
+    """Where an event-mart flag is, in time: ``2025-01-01 10:00-12:00 UTC``."""
+    start, end = row.get("started_at"), row.get("ended_at")
+    if start is None:
+        return "time unknown"
+    text = f"{start:%Y-%m-%d %H:%M}"
+    return f"{text}-{end:%H:%M} UTC" if end is not None else f"{text} UTC"
 
 
 def run_checks(con, checks: list[Check], overrides: dict[str, dict] | None = None,
@@ -150,18 +165,20 @@ def not_applicable(con, checks: list[Check]) -> list[tuple[str, str, str]]:
 ANOMALIES_DDL = """
 create or replace table anomalies (
     run_key varchar, check_name varchar, severity varchar, step bigint, step_end bigint,
-    metric varchar, value double, threshold double, message varchar
+    metric varchar, value double, threshold double, message varchar,
+    dataset varchar, started_at timestamptz, ended_at timestamptz
 )
 """
 
 
 def write_anomalies(con, outcomes: list[CheckOutcome]) -> int:
     """Replace the `anomalies` table with what the checks found (a write connection)."""
-    rows = [tuple(row[c] for c in ANOMALY_COLUMNS) for outcome in outcomes for row in outcome.rows]
+    columns = ANOMALY_COLUMNS + EVENT_COLUMNS
+    rows = [tuple(row[c] for c in columns) for outcome in outcomes for row in outcome.rows]
     con.execute("begin")
     con.execute(ANOMALIES_DDL)
     if rows:
-        con.executemany(f"insert into anomalies values ({', '.join('?' * len(ANOMALY_COLUMNS))})", rows)
+        con.executemany(f"insert into anomalies values ({', '.join('?' * len(columns))})", rows)
     con.execute("commit")
     return len(rows)
 

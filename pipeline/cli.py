@@ -98,7 +98,8 @@ def cmd_check(args, settings: Settings) -> int:
     except checks_mod.CheckError as exc:
         raise UserError(str(exc)) from None
     rows = [row for outcome in outcomes for row in outcome.rows]
-    rows.sort(key=lambda r: (r["run_key"], -checks_mod.SEVERITIES.index(r["severity"]), r["step"] or 0))
+    rows.sort(key=lambda r: (r["run_key"] or "", -checks_mod.SEVERITIES.index(r["severity"]), r["step"] or 0,
+                             str(r["started_at"] or "")))
     if args.format == "json":
         print(json.dumps(rows, default=str, indent=1))
     else:
@@ -108,9 +109,12 @@ def cmd_check(args, settings: Settings) -> int:
         finally:
             con.close()
         for row in rows:
-            end = f"-{row['step_end']}" if row["step_end"] is not None else "+"
-            run = f"{names.get(row['run_key'], '?')} ({row['run_key']})"
-            print(f"{row['severity'].upper():<5} {row['check_name']:<28} {run}  step {row['step']}{end}")
+            if row["run_key"] is None:  # a rule over the event marts: a dataset's hours
+                where = f"dataset {row['dataset']}  {checks_mod.hours(row)}"
+            else:
+                end = f"-{row['step_end']}" if row["step_end"] is not None else "+"
+                where = f"{names.get(row['run_key'], '?')} ({row['run_key']})  step {row['step']}{end}"
+            print(f"{row['severity'].upper():<5} {row['check_name']:<28} {where}")
             print(f"      {row['message']}")
         counts = {sev: sum(r["severity"] == sev for r in rows) for sev in checks_mod.SEVERITIES}
         _say(f"{len(outcomes)} checks: {counts['error']} errors, {counts['warn']} warnings, {counts['info']} info")

@@ -244,6 +244,7 @@ def build_fingerprint(settings: Settings) -> dict:
             if path.is_file() and path.suffix in {".sql", ".yml", ".csv"} and "target" not in path.parts:
                 digest.update(str(path.relative_to(base.parent)).encode())
                 digest.update(path.read_bytes())
+    digest.update((SQL_DIR / "detectors.sql").read_bytes())  # the macros the checks call
     config = settings.config_path
     if config is not None:
         digest.update(config.read_bytes())

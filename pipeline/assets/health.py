@@ -25,7 +25,8 @@ def anomalies(context: dg.AssetExecutionContext, grpolens: GrpolensResource) -> 
         "flags": len(rows),
         "errors": sum(r["severity"] == "error" for r in rows),
         "warnings": sum(r["severity"] == "warn" for r in rows),
-        "runs_flagged": len({r["run_key"] for r in rows}),
+        "runs_flagged": len({r["run_key"] for r in rows if r["run_key"]}),
+        "dataset_hours_flagged": sum(r["run_key"] is None for r in rows),
         "checks_failed_to_run": sum(1 for o in outcomes if o.error),
     })
 
@@ -45,10 +46,11 @@ def _asset_check(rule: checks.Check) -> dg.AssetChecksDefinition:
                                        metadata={"error": outcome.error})
         flagged = [r for r in outcome.rows if r["severity"] in ("warn", "error")]
         worst = max(flagged, key=lambda r: (r["severity"] == "error", abs(r["value"] or 0)), default=None)
-        metadata = {"runs_flagged": len({r["run_key"] for r in flagged}), "flags": len(outcome.rows)}
+        metadata = {"runs_flagged": len({r["run_key"] for r in flagged if r["run_key"]}), "flags": len(outcome.rows)}
         if worst is not None:
-            metadata.update({"worst_run": worst["run_key"], "worst_value": worst["value"], "onset_step": worst["step"],
-                             "message": worst["message"]})
+            where = ({"worst_run": worst["run_key"], "onset_step": worst["step"]} if worst["run_key"] is not None else
+                     {"worst_dataset": worst["dataset"], "when": checks.hours(worst)})
+            metadata.update({**where, "worst_value": worst["value"], "message": worst["message"]})
         severity = dg.AssetCheckSeverity.ERROR if any(r["severity"] == "error" for r in flagged) else dg.AssetCheckSeverity.WARN
         return dg.AssetCheckResult(passed=not flagged, severity=severity, metadata=metadata)
 

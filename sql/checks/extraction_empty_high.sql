@@ -1,6 +1,6 @@
 -- extraction_empty_high: too many responses contain no parsable answer at all (empty responses).
 -- severity: warn
--- reads: history
+-- reads: history, extraction
 -- requires:
 -- param max_share = 0.05     -- empty share above this is too high (reference: < 5% empty)
 -- param error_share = 0.2    -- a fifth of the responses empty: error
@@ -9,8 +9,9 @@
 -- From W&B counters in history (not canonical metrics, hence no `requires`): extraction/empty_responses over
 -- extraction/orders_expected. Every response is expected to carry at least one order, so orders_expected is at
 -- least the number of responses and this share is a LOWER bound on the share of empty responses: a flag is never a
--- false alarm of the proxy, a borderline case may be missed. The event-based share (orders_empty events) needs the
--- events marts, which this check does not read yet.
+-- false alarm of the proxy, a borderline case may be missed. From the events (the extraction mart, below): the
+-- share of order events that are orders_empty per dataset and hour, flagged when its 95% Wilson interval lies above
+-- the limit.
 with counts as (
     select
         run_key,
@@ -66,3 +67,28 @@ select
            || 'for %d logged steps; the model stops answering in the expected format: check truncation, the '
            || 'prompt template and the response length', 100 * worst, $window::bigint, onset, steps) as message
 from episodes
+
+union all by name
+
+select
+    null as run_key,
+    'extraction_empty_high' as check_name,
+    case when max(lower) > $error_share then 'error' else 'warn' end as severity,
+    'extraction_empty_share' as metric,
+    max(share) as value,
+    $max_share as threshold,
+    printf('empty responses in %s: up to %.1f%% of order events had no parsable order (limit %.0f%%) over %d '
+           || 'hour(s) and %d events; look at raw_response_length of the orders_empty events (truncation? refusals?)',
+           dataset, 100 * max(share), 100 * $max_share::double, count(*), sum(events)::bigint) as message,
+    dataset,
+    min(hour) as started_at,
+    max(hour) + interval 1 hour as ended_at
+from (
+    select
+        dataset, hour, order_events as events, empty_share as share,
+        wilson_lower(empty_events, order_events) as lower,
+        hour_episode(hour, row_number() over (partition by dataset order by hour)) as episode
+    from extraction
+    where grain = 'hour' and wilson_lower(empty_events, order_events) > $max_share
+)
+group by dataset, episode
