@@ -6,8 +6,8 @@ The demo (``pipeline.demo_runs``) injects known problems into otherwise healthy,
 - a flag on a run that has a label for that check counts as a true positive, unless it starts more than
   ``TOLERANCE`` steps before the labelled onset (a flag that early saw something that was not there yet: a false
   positive); the label is then detected, and its delay is the first such flag's onset minus the labelled onset;
-- a flag on a run without a label for that check is a false positive (every severity counts: an ``info`` row on a
-  healthy run is still a claim that something is off);
+- a flag on a run without a label for that check is a false positive. Only ``warn`` and ``error`` flags are claims:
+  an ``info`` row (a converged reward, a figure worth knowing) is neither a hit nor a false alarm;
 - a label that no flag matched is a false negative.
 Precision is true-positive flags over all flags; recall is detected labels over all labels.
 
@@ -19,7 +19,9 @@ W&B steps here, through the trainer step counter each run logs in ``history`` (`
 it. A run without such a counter keeps its label steps as they are.
 
 ``python -m pipeline.check_eval`` writes the demo into a fresh temporary home, ingests, builds, runs every check
-read-only and prints the table.
+read-only and prints the table. ``--real`` scores the public runs vendored under ``tests/fixtures/real/`` instead,
+each labelled by reading its numbers (``LABELS.yaml``: problems with their check, onset and tolerance, plus flags
+that would not be wrong either): caught problems, missed ones and false alarms at warn/error, per check.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TOLERANCE = 5  # a flag may start this many steps before the labelled onset and still count
+CLAIMS = ("warn", "error")  # the severities that claim a problem; info rows are findings, not alarms
 STEP_COUNTERS = ("train/global_step", "training/global_step", "global_step")
 
 
@@ -160,9 +163,8 @@ def evaluate(con, labels: list[dict], outcomes) -> list[dict]:
         name = outcome.check.name
         score = scores.setdefault(name, CheckScore(name))
         score.error = outcome.error
-        for row in sorted(outcome.rows, key=lambda r: (r["run_key"], r["step"] if r["step"] is not None else -1)):
-            if row["run_key"] not in names:
-                continue
+        claims = [r for r in outcome.rows if r["severity"] in CLAIMS and r["run_key"] in names]
+        for row in sorted(claims, key=lambda r: (r["run_key"], r["step"] if r["step"] is not None else -1)):
             score.flags += 1
             step = row["step"] if row["step"] is not None else 0
             candidates = [lb for lb in truth.get((row["run_key"], name), []) if step >= lb.onset - TOLERANCE]
@@ -249,15 +251,130 @@ def evaluate_demo(home: Path, seed: int = 7, scale: float = 1.0, progress=None) 
         con.close()
 
 
+REAL_FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "real"
+
+
+def load_real_labels(folder: Path = REAL_FIXTURES) -> list[dict]:
+    """Every ``<run>/LABELS.yaml`` under ``folder``, with the run's name and folder added."""
+    import yaml
+
+    runs = []
+    for labels in sorted(Path(folder).glob("*/LABELS.yaml")):
+        doc = yaml.safe_load(labels.read_text(encoding="utf-8")) or {}
+        doc.update(name=labels.parent.name, folder=labels.parent)
+        doc.setdefault("problems", [])
+        doc.setdefault("acceptable", [])
+        runs.append(doc)
+    return runs
+
+
+def score_real(runs: list[dict], flags: dict[str, list[dict]]) -> dict:
+    """Caught, missed and false alarms at warn/error. ``flags``: run name -> its check rows.
+
+    A problem is caught by a claim of its check that starts no earlier than ``tolerance`` steps before its onset (a
+    later onset still catches it: rules need evidence first). Any other claim is a false alarm, unless the labels
+    call that check acceptable on the run (borderline, or an info-level truth a rule may state more strongly)."""
+    out = {"runs": len(runs), "problems": 0, "caught": 0, "missed": [], "false_alarms": [], "per_check": {}}
+
+    def tally(check: str, field: str) -> None:
+        entry = out["per_check"].setdefault(check, {"problems": 0, "caught": 0, "false_alarms": 0})
+        entry[field] += 1
+
+    for run in runs:
+        claims = [r for r in flags.get(run["name"], []) if r["severity"] in CLAIMS]
+        used: set[int] = set()
+        for problem in run["problems"]:
+            out["problems"] += 1
+            tally(problem["check"], "problems")
+            tolerance = int(problem.get("tolerance") or TOLERANCE)
+            hits = [i for i, r in enumerate(claims) if r["check_name"] == problem["check"]
+                    and (r["step"] is None or r["step"] >= int(problem["step"]) - tolerance)]
+            if hits:
+                out["caught"] += 1
+                tally(problem["check"], "caught")
+                used.update(hits)
+            else:
+                out["missed"].append(f"{run['name']}: {problem['check']}@{problem['step']}")
+        # One false alarm per (run, check) however many episodes it flags; a labelled problem's check or one the
+        # labels call acceptable is never one (an early flag of a labelled problem simply does not catch it).
+        allowed = {a["check"] for a in run["acceptable"]} | {p["check"] for p in run["problems"]}
+        wrong: dict[str, dict] = {}
+        for i, row in enumerate(claims):
+            if i not in used and row["check_name"] not in allowed:
+                wrong.setdefault(row["check_name"], row)
+        for check, row in sorted(wrong.items()):
+            out["false_alarms"].append(f"{run['name']}: {check}@{row['step']} ({row['severity']})")
+            tally(check, "false_alarms")
+    return out
+
+
+def evaluate_real(home: Path, folder: Path = REAL_FIXTURES, progress=None) -> dict:
+    """Ingest the vendored real runs into ``home``, build, run every check read-only and score them."""
+    from pipeline import warehouse
+    from pipeline.checks import load_checks, run_checks
+    from pipeline.ingest import ingest
+    from pipeline.settings import Settings
+
+    runs = load_real_labels(folder)
+    wandb_dirs = tuple(run["folder"] for run in runs if run.get("format") == "wandb_offline")
+    logs = tuple(run["folder"] / f for run in runs if run.get("format") != "wandb_offline" for f in run["files"])
+    settings = Settings(home=Path(home).resolve(), wandb_dirs=wandb_dirs, trainer_logs=logs)
+    ingest(settings, ("wandb_offline", "trainer_log"))
+    warehouse.build(settings, progress=progress)
+    con = warehouse.connect_readonly(settings)
+    try:
+        outcomes = run_checks(con, load_checks())
+        sources = con.sql("select run_key, unnest(source_files) from runs").fetchall()
+    finally:
+        con.close()
+    folders = {str(Path(run["folder"]).resolve()): run["name"] for run in runs}
+    names = {}
+    for run_key, path in sources:  # a run belongs to the fixture folder its files are in
+        for parent in Path(path).resolve().parents:
+            if str(parent) in folders:
+                names[run_key] = folders[str(parent)]
+                break
+    flags: dict[str, list[dict]] = {}
+    for outcome in outcomes:
+        for row in outcome.rows:
+            if row["run_key"] in names:
+                flags.setdefault(names[row["run_key"]], []).append(row)
+    result = score_real(runs, flags)
+    result["errors"] = [f"{o.check.name}: {o.error}" for o in outcomes if o.error]
+    result["unmatched"] = sorted({run["name"] for run in runs} - set(names.values()))
+    return result
+
+
+def format_real(result: dict) -> str:
+    lines = [f"{'check':<30} {'problems':>8} {'caught':>6} {'false alarms':>12}"]
+    for check, entry in sorted(result["per_check"].items()):
+        lines.append(f"{check:<30} {entry['problems']:>8} {entry['caught']:>6} {entry['false_alarms']:>12}")
+    per_10 = 10 * len(result["false_alarms"]) / result["runs"] if result["runs"] else 0
+    lines.append("-" * len(lines[0]))
+    lines.append(f"{result['runs']} real runs: {result['caught']} of {result['problems']} problems caught at warn/error, "
+                 f"{len(result['false_alarms'])} false alarms ({per_10:.1f} per 10 runs)")
+    lines += [f"  missed: {m}" for m in result["missed"]]
+    lines += [f"  false alarm: {f}" for f in result["false_alarms"]]
+    lines += [f"  not ingested: {n}" for n in result["unmatched"]]
+    lines += [f"  ERROR {e}" for e in result["errors"]]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipeline.check_eval", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--home", help="data home to use (default: a fresh temporary folder, removed afterwards)")
     parser.add_argument("--json", action="store_true", help="print the scores as JSON instead of a table")
+    parser.add_argument("--real", action="store_true", help=f"score the labelled public runs in {REAL_FIXTURES}")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     say = (lambda msg: print(msg, file=sys.stderr)) if not args.json else None
+    if args.real:
+        with tempfile.TemporaryDirectory(prefix="grpolens-eval-real-") as tmp:
+            real = evaluate_real(Path(args.home or tmp), progress=say)
+        print(json.dumps(real, indent=2, default=str) if args.json else format_real(real))
+        return 1 if real["errors"] else 0
     if args.home:
         results = evaluate_demo(Path(args.home), args.seed, args.scale, say)
     else:
