@@ -488,3 +488,21 @@ def test_a_console_log_next_to_trainer_state_is_left_to_the_state_file(tmp_path)
     (tmp_path / "other.log").write_text("{'loss': 0.0, 'kl': 0.01}\n")
     found = trainer_logs.discover([tmp_path])
     assert [p.name for p, _kind in found.logs] == ["other.log"] and list(found.snapshots) == [str(out.resolve())]
+
+
+def test_ray_tagged_verl_lines_and_slurm_out_files_are_read(tmp_path):
+    """verl's driver prints through Ray: its metric lines start with a colour code and the printing process's tag.
+    A SLURM job's captured stdout is a .out file."""
+    ray = tmp_path / "verl" / "train.log"
+    ray.parent.mkdir()
+    ray.write_text("\x1b[36m(TaskRunner pid=678203)\x1b[0m step:1 - critic/score/mean:0.5 - actor/entropy:1.2\n"
+                   "\x1b[36m(main_task pid=28294, ip=10.0.0.7)\x1b[0m step:2 - critic/score/mean:0.6 - actor/entropy:1.1\n"
+                   "(WorkerDict pid=99) some other message\n")
+    slurm = tmp_path / "slurm" / "job_1639580.out"
+    slurm.parent.mkdir()
+    slurm.write_text("loading model...\n{'loss': 0.1, 'reward': 0.25, 'epoch': 0.1}\n{'loss': 0.2, 'reward': 0.5, 'epoch': 0.2}\n")
+    report = trainer_logs.ingest(tmp_path / "lake", [tmp_path])
+    assert report.files_read == 2 and not report.issues
+    rows = {(r[1], r[2]): r[3] for r in history(tmp_path / "lake")}
+    assert rows[(1, "critic/score/mean")] == 0.5 and rows[(2, "actor/entropy")] == 1.1
+    assert rows[(1, "reward")] == 0.25 and rows[(2, "reward")] == 0.5

@@ -74,7 +74,7 @@ ENTITY = "local"
 DEFAULT_PROJECT = "trainer_logs"
 STATE_FILE = "trainer_state.json"
 STEP_FIELDS = ("step", "global_step", "_step", "train/global_step")
-CONSOLE_SUFFIXES = (".log", ".txt")
+CONSOLE_SUFFIXES = (".log", ".txt", ".out")  # .out: what SLURM captures of a job's stdout
 CONSOLE_CUT = 4096  # W&B's console capture cuts lines at this many characters
 # A log with one of these stems is named after its folder; any other stem names the run itself.
 GENERIC_STEMS = {"output", "stdout", "stderr", "console", "log", "logs", "train", "training", "metrics", "history",
@@ -82,6 +82,10 @@ GENERIC_STEMS = {"output", "stdout", "stderr", "console", "log", "logs", "train"
 # Text files that are never logs (tokenizer files inside checkpoints, package lists).
 NOT_LOGS = {"requirements.txt", "merges.txt", "vocab.txt", "license.txt", "notice.txt", "readme.txt"}
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+# What sits in front of a trainer's own line in a captured console: terminal colour codes, and Ray's tag of the
+# process that printed it (verl's driver prints through Ray: "\x1b[36m(TaskRunner pid=678203)\x1b[0m step:1 - ...").
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_RAY_TAG = re.compile(r"^\((?:[\w.]+)\s+pid=\d+(?:,\s*ip=[\w.:]+)?\)\s*")
 _WANDB_RUN = re.compile(r"^(offline-)?run-")
 _READ_CHUNK = 1 << 20
 
@@ -721,6 +725,8 @@ class TrainerLogIngest:
     def _console_line(self, path: Path, offset: int, raw: bytes, cursor: dict) -> None:
         whole = raw.decode("utf-8", errors="replace").rstrip("\r")
         line = whole.rsplit("\r", 1)[-1]  # what a terminal shows after tqdm's carriage returns
+        if "\x1b" in line or line.startswith("("):
+            line = _RAY_TAG.sub("", _ANSI.sub("", line))
         fmt = cursor["format"]
         if fmt in (None, "console_verl") and line.startswith("step:"):
             parsed = verl_line(line, cut=len(whole) >= CONSOLE_CUT)
