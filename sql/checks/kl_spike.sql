@@ -1,36 +1,42 @@
--- kl_spike: KL to the reference jumps far above the run's own recent baseline.
+-- kl_spike: KL to the reference jumps far above its level around that step, beyond the run's own noise.
 -- severity: warn
 -- reads: metrics
 -- requires: kl
--- param window = 20          -- logged steps in the trailing baseline (the step itself excluded)
--- param mad_factor = 6       -- how far above the baseline median, in robust standard deviations (1.4826 MAD)
+-- param window = 10          -- logged steps on each side that make the level around a step (the step excluded)
+-- param mad_factor = 3       -- how far above that level, in robust standard deviations of log KL (1.4826 MAD)
+-- param min_ratio = 3        -- and at least this many times the level (KL's noise is multiplicative)
 -- param min_kl = 0.2         -- and above this absolute KL (reference: spikes > 0.2)
 -- param error_kl = 1.0       -- a spike above this is an error, not a warning
--- param min_baseline = 5     -- logged steps needed before a baseline counts
+-- param min_baseline = 5     -- logged steps needed around a step before its level counts
+-- A spike stands above the steps before AND after it: a KL that rises and stays is a drift (kl_drift), not a
+-- spike, and a rising run must not be judged against its own lower past. Noise is measured on log KL, whose
+-- spread is the same at 0.01 and at 0.2, so a heavy-tailed run needs a bigger jump than a smooth one.
 with kl as (
-    select run_key, step, value, row_number() over (partition by run_key order by step) as idx
+    select run_key, step, value, ln(greatest(value, 1e-9)) as log_kl,
+        row_number() over (partition by run_key order by step) as idx
     from metrics
     where metric = 'kl' and isfinite(value)
 ),
 
-baseline as (
+levels as (
     select
         *,
-        median(value) over recent as base_median,
-        1.4826 * mad(value) over recent as base_spread,
-        count(value) over recent as base_n
+        median(value) over around as level,
+        median(log_kl) over around as log_level,
+        1.4826 * mad(log_kl) over around as log_spread,
+        count(value) over around as around_n
     from kl
-    window recent as (partition by run_key order by step rows between $window preceding and 1 preceding)
-),
-
-limits as (
-    select *, base_median + $mad_factor * greatest(base_spread, 0.01 * abs(base_median), 1e-6) as limit_value
-    from baseline
-    where base_n >= $min_baseline
+    window around as (partition by run_key order by step rows between $window preceding and $window following
+                      exclude current row)
 ),
 
 spikes as (
-    select * from limits where value > limit_value and value > $min_kl
+    select *
+    from levels
+    where around_n >= $min_baseline
+        and value > $min_kl
+        and value >= $min_ratio * level
+        and log_kl > log_level + $mad_factor * greatest(log_spread, 0.1)
 ),
 
 -- consecutive spiking steps are one episode, reported at its onset with its worst value
@@ -47,9 +53,9 @@ select
     max(step) as step_end,
     'kl' as metric,
     max(value) as value,
-    arg_min(limit_value, step) as threshold,
-    printf('KL spiked to %.3g at step %d against a baseline median of %.3g; lower the learning rate or raise '
-           || 'the KL penalty, and look for a bad batch at that step', max(value), min(step),
-           arg_min(base_median, step)) as message
+    arg_min(level, step) * $min_ratio as threshold,
+    printf('KL spiked to %.3g at step %d, %.0fx its level of %.3g around that step; lower the learning rate or '
+           || 'raise the KL penalty, and look for a bad batch at that step', max(value), min(step),
+           max(value) / greatest(arg_min(level, step), 1e-9), arg_min(level, step)) as message
 from episodes
 group by run_key, episode

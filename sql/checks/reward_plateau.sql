@@ -1,4 +1,4 @@
--- reward_plateau: the reward has stopped improving: flat, within its noise, over a long window after warm-up.
+-- reward_plateau: the reward never improved (warn), or rose and has been flat since (info: converged).
 -- severity: warn
 -- reads: metrics
 -- requires: reward_mean
@@ -11,11 +11,20 @@
 -- param warmup_share = 0.1   -- windows must start after the first tenth of the run
 -- param smooth = 5           -- the onset is the first step whose trailing mean of this many steps reached the
 --                               plateau's mean level
--- param slowdown = 0.5       -- warn when the window's slope is, with 95% confidence, below this share of the pace
---                               the reward rose at before it (learning clearly stopped); a flat window that noise
---                               could hide a slower climb in, or a reward flat from the start, is only info
--- The reward is reward_mean (Diplomacy benchmark/reward_mean, TRL reward, verl critic/score/mean). Flat windows less
--- than half a window apart are one plateau; step_end is set when the reward rose (or fell) again.
+-- param min_points = 9       -- logged steps a run needs before "never improved" is judged (three per third)
+-- param t_gain = 2           -- improved: the last third's mean is this many standard errors above the first tenth's
+-- param abrupt = 0.5         -- stalled, not converged: the reward still rose at this share of its average pace
+--                               just before the plateau began (a converging reward had slowed down by then) ...
+-- param t_abrupt = 3         -- ... and that late rise is this many standard errors from 0 (noise can fake a kink)
+-- The reward is reward_mean (Diplomacy benchmark/reward_mean, TRL reward, verl critic/score/mean). Two findings:
+-- * never improved (warn): the last third of the run is not significantly above its first tenth (Welch t < t_gain)
+--   nor below it (a fall is reward_collapse's), judged over the whole run, so short and coarse logs (25-50
+--   points) are judged too;
+-- * after a significant rise, a flat window (below): converged (info, the message states the gain) when the rise
+--   had slowed before it, stalled (warn) when it stopped short while still climbing at its earlier pace, far below
+--   where its own trend was heading, unless the reward later climbed out of it by half its earlier gain or more (a
+--   pause, info). Flat windows less than half a window apart are one plateau; step_end is set
+--   when the reward rose (or fell) again.
 with reward as (
     select
         run_key, step, value,
@@ -79,7 +88,6 @@ fits as (
         windows.*,
         sxy / sxx as slope,
         sqrt(greatest(syy - sxy * sxy / sxx, 0) / (k - 2) / sxx) as slope_se,
-        (level - early.early_level) / greatest(end_idx - w / 2.0 - early.early_idx, 1) as earlier_pace,
         (sxy / sxx) / greatest(sqrt(greatest(syy - sxy * sxy / sxx, 0) / (k - 2) / sxx), 1e-12) as t,
         (sxy1 / sxx1) / greatest(sqrt(greatest(syy1 - sxy1 * sxy1 / sxx1, 0) / (k1 - 2) / sxx1), 1e-12) as t1,
         (sxy2 / sxx2) / greatest(sqrt(greatest(syy2 - sxy2 * sxy2 / sxx2, 0) / (k2 - 2) / sxx2), 1e-12) as t2
@@ -108,7 +116,6 @@ plateaus as (
         arg_min(end_step, end_idx) as detected_at,
         arg_min(level, end_idx) as level,
         arg_min(t, end_idx) as t,
-        arg_min(slope + 2 * slope_se < $slowdown * earlier_pace, end_idx) as clearly_stopped,
         any_value(w) as w,
         max(end_step) as last_step,
         max(end_idx) as last_idx,
@@ -132,21 +139,94 @@ onsets as (
                 and s.recent >= p.level
         ), p.window_start) as onset
     from plateaus as p
+),
+
+thirds as (
+    select
+        run_key,
+        any_value(n) as n,
+        min(step) as first_step,
+        avg(value) filter (where idx <= greatest(3, ceil(n / 10))) as first_mean,
+        var_samp(value) filter (where idx <= greatest(3, ceil(n / 10))) as first_var,
+        count(*) filter (where idx <= greatest(3, ceil(n / 10))) as first_k,
+        avg(value) filter (where idx > n - n / 3) as last_mean,
+        var_samp(value) filter (where idx > n - n / 3) as last_var,
+        count(*) filter (where idx > n - n / 3) as last_k
+    from reward
+    group by run_key
+    having any_value(n) >= $min_points
+),
+
+gains as (
+    select *, (last_mean - first_mean) / greatest(sqrt(first_var / first_k + last_var / last_k), 1e-12) as t_rise
+    from thirds
+),
+
+onset_idx as (
+    select o.run_key, o.plateau, r.idx as onset_idx
+    from onsets as o
+    join reward as r on r.run_key = o.run_key and r.step = o.onset
+),
+
+paces as (  -- how fast the reward was still rising just before each plateau began
+    select
+        i.run_key, i.plateau, any_value(i.onset_idx) as onset_idx, regr_slope(r.value, r.idx) as pre_pace,
+        regr_slope(r.value, r.idx) / greatest(sqrt(greatest(regr_syy(r.value, r.idx) - regr_sxy(r.value, r.idx) ^ 2
+            / regr_sxx(r.value, r.idx), 0) / greatest(regr_count(r.value, r.idx) - 2, 1) / regr_sxx(r.value, r.idx)),
+            1e-12) as pre_t
+    from onset_idx as i
+    join gains as g using (run_key)
+    join reward as r
+        on r.run_key = i.run_key and r.idx <= i.onset_idx and r.idx > i.onset_idx - greatest(5, g.n // 10)
+    group by i.run_key, i.plateau
 )
 
 select
     run_key,
     'reward_plateau' as check_name,
-    case when clearly_stopped then 'warn' else 'info' end as severity,
-    onset as step,
-    case when last_idx < n then last_step end as step_end,
+    'warn' as severity,
+    first_step as step,
+    null as step_end,
     'reward_mean' as metric,
-    level as value,
+    last_mean as value,
+    $t_gain as threshold,
+    printf('reward never improved: %.3g over the first tenth of the run, %.3g over the last third (%d logged steps, '
+           || 't = %.1f); the policy is not learning: check that rewards vary within groups (reward_std), the '
+           || 'learning rate and KL penalty, and that the task is not too hard for the model', first_mean,
+           last_mean, n, t_rise) as message
+from gains
+where abs(t_rise) < $t_gain
+
+union all by name
+
+select
+    o.run_key,
+    'reward_plateau' as check_name,
+    case when p.pre_pace >= $abrupt * p.rise_pace and p.pre_t >= $t_abrupt and not p.climbed_out then 'warn' else 'info' end as severity,
+    o.onset as step,
+    case when o.last_idx < o.n then o.last_step end as step_end,
+    'reward_mean' as metric,
+    o.level as value,
     $t_flat as threshold,
-    printf('reward has been flat at about %.3g since step %d (no significant trend over %d logged steps, t = %.1f); '
-           || case when clearly_stopped
-               then 'the policy stopped improving: check reward variance and entropy, then try a higher learning '
-                    || 'rate, a weaker KL penalty or harder prompts'
-               else 'at this noise a slow climb cannot be ruled out: watch it, or log more samples per step to tell'
-           end, level, onset, w, t) as message
-from onsets
+    case when p.pre_pace >= $abrupt * p.rise_pace and p.pre_t >= $t_abrupt and not p.climbed_out
+        then printf('reward stalled: it rose from %.3g to about %.3g and was still climbing (%.3g per logged step, '
+                    || 'its pace so far) when it stopped dead at step %d; flat since over %d logged steps (t = '
+                    || '%.1f): check reward variance and entropy around that step, then try a higher learning '
+                    || 'rate, a weaker KL penalty or harder prompts', g.first_mean, o.level, p.pre_pace, o.onset,
+                    o.w, o.t)
+        else printf('reward converged: it rose from %.3g to about %.3g and has been flat since step %d (no '
+                    || 'significant trend over %d logged steps, t = %.1f)', g.first_mean, o.level, o.onset, o.w, o.t)
+    end as message
+from onsets as o
+join gains as g using (run_key)
+join (
+    select
+        paces.*,
+        (o2.level - e.early_level) / greatest(paces.onset_idx - e.early_idx, 1) as rise_pace,
+        coalesce((select avg(r.value) from reward as r where r.run_key = paces.run_key and r.idx > o2.last_idx), o2.level)
+            - o2.level > 0.5 * (o2.level - e.early_level) as climbed_out
+    from paces
+    join onsets as o2 using (run_key, plateau)
+    join early as e using (run_key)
+) as p using (run_key, plateau)
+where g.t_rise >= $t_gain
