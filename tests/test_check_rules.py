@@ -203,7 +203,9 @@ def real_trainer_logs(tmp_path_factory):
 
 def test_real_trainer_log_runs_get_only_the_alarms_their_sources_support(real_trainer_logs):
     """verl stable is the healthy control: no alarm at all. Unsloth (SOURCE.txt): the isolated KL spike with its
-    grad-norm jump at step 206, format rewards that stay 0 the whole run, many zero-variance groups."""
+    grad-norm jump at step 206, format rewards that stay 0 the whole run, many zero-variance groups, and truncation:
+    max_completion_length is 200 and the mean completion_length sits exactly on 200 (all 6 samples cut) on 13
+    steps, so at least 78 of 1,500 samples (5.2%) were cut: the reference's warning line."""
     names, found = real_trainer_logs
     assert not [o.error for o in found if o.error]
     alarms = {(names[r["run_key"]], o.check.name, r["step"]) for o in found for r in o.rows if r["severity"] != "info"}
@@ -211,7 +213,7 @@ def test_real_trainer_log_runs_get_only_the_alarms_their_sources_support(real_tr
     unsloth = {(check, step) for name, check, step in alarms if name.startswith("unsloth")}
     assert {("kl_spike", 206), ("grad_norm_spike", 206)} <= unsloth
     assert {check for check, _ in unsloth} <= {"kl_spike", "grad_norm_spike", "reward_component_dead",
-                                                 "reward_zero_variance"}, unsloth
+                                                 "reward_zero_variance", "response_truncation"}, unsloth
 
 
 # --------------------------------------------------------------------------- targeted runs for the other rules

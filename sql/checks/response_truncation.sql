@@ -4,16 +4,32 @@
 -- requires: response_length_mean
 -- param warn_share = 0.05    -- truncated share worth a warning (reference: >= 5%)
 -- param error_share = 0.15   -- serious (reference: >= 15%; > 50% means most samples are cut)
--- param smooth = 5           -- judged on the median of the last this many logged steps
+-- param smooth = 20          -- judged on the mean share of the last this many logged steps (a pooled share:
+--                               sparse truncation, 1 of 2 samples on a few steps, still adds up)
 -- param sustain = 3          -- for at least this many consecutive logged steps
 -- param pinned_share = 0.95  -- without a truncation metric: mean length at this share of the maximum = pinned
+-- param ceiling_steps = 3    -- without a configured limit: the mean length sitting exactly on its own maximum on
+--                               this many logged steps (and 5% of them) reveals the cap (a free mean peaks once)
 -- The truncated share is response_clip_ratio (verl response_length/clip_ratio, TRL completions/clipped_ratio).
 -- Runs that log no such metric fall back to "mean length pinned at the maximum": the configured limit
--- (TRL max_completion_length, verl data.max_response_length) or else the longest response_length_max logged.
+-- (TRL max_completion_length, verl data.max_response_length), else the longest response_length_max logged, else
+-- a ceiling the mean length itself keeps hitting (older TRL logs only completion_length).
 with clip as (
     select run_key, step, value
     from metrics
     where metric = 'response_clip_ratio' and isfinite(value)
+),
+
+ceilings as (  -- the mean length on its own maximum, to within half a percent, on several steps: a hard cap
+    select run_key, max(value) as ceiling
+    from (
+        select run_key, value, max(value) over (partition by run_key) as top, count(*) over (partition by run_key) as n
+        from metrics
+        where metric = 'response_length_mean' and isfinite(value) and value > 0
+    )
+    where value >= 0.995 * top
+    group by run_key
+    having count(*) >= greatest($ceiling_steps, 0.05 * any_value(n))
 ),
 
 limits as (
@@ -24,9 +40,11 @@ limits as (
             try_cast(r.config ->> '$."data.max_response_length"' as double),
             try_cast(r.config -> '$.data' ->> '$.max_response_length' as double),
             (select max(m.value) from metrics as m
-             where m.run_key = r.run_key and m.metric = 'response_length_max' and isfinite(m.value))
+             where m.run_key = r.run_key and m.metric = 'response_length_max' and isfinite(m.value)),
+            c.ceiling
         ) as max_length
     from runs as r
+    left join ceilings as c using (run_key)
     where r.run_key not in (select run_key from clip)
 ),
 
@@ -50,7 +68,7 @@ smoothed as (
         *,
         row_number() over (partition by run_key order by step) as idx,
         count(*) over (partition by run_key) as n,
-        median(share) over (partition by run_key order by step rows between $smooth - 1 preceding and current row)
+        avg(share) over (partition by run_key order by step rows between $smooth - 1 preceding and current row)
             as level
     from shares
 ),
@@ -88,7 +106,7 @@ select
     $warn_share as threshold,
     case
         when metric = 'response_clip_ratio' then
-            printf('%.0f%% of responses were cut at the maximum length (median of %d steps) from step %d; their '
+            printf('%.0f%% of responses were cut at the maximum length (over %d steps) from step %d; their '
                    || 'rewards and advantages are computed on unfinished answers: raise the length limit, '
                    || 'add an overlong penalty, or mask truncated samples', 100 * worst, $smooth::bigint, onset)
         else
