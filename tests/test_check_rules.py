@@ -56,7 +56,9 @@ LABELLED = [
 ]
 # How late (W&B steps after the labelled onset) a flag may start; trend and window rules need evidence first.
 LATE = {"kl_drift": 50, "reward_plateau": 30, "too_conservative": 35, "reward_hacking": 25,
-        "elo_base_model_not_declining": 60}
+        "elo_base_model_not_declining": 60,
+        # judged over the whole run, reported where the shaping term passed half its gain (a slow saturation here)
+        "reward_component_dominant": 80}
 # A rise that stops and then drifts down within the noise: flat enough to flag on about half of the demo seeds only.
 WEAK = {("reward_plateau", "sweep-lr-kl-3")}
 

@@ -1,7 +1,7 @@
 -- reward_hacking: the training reward keeps rising while the task metric (evaluation / task score) does not.
 -- severity: warn
--- reads: metrics
--- requires: reward_mean, task_score
+-- reads: metrics, reward_components
+-- requires: reward_mean
 -- param task_points = 5      -- each window spans this many consecutive task-metric logs (evaluations are sparse)
 -- param min_reward_points = 10 -- fewest reward logs inside a window
 -- param min_reward_t = 4     -- the reward's OLS slope over the window must be this many standard errors above 0
@@ -10,8 +10,15 @@
 -- param max_task_t = 0       -- while the task metric's OLS slope is at most this many standard errors (0: its
 --                               fitted change is flat or down; a few noisy evaluations cannot show "insignificant")
 -- param sustain = 2          -- in at least this many consecutive windows
+-- param min_points = 20      -- without a task metric: steps with a component and the total reward logged
+-- param min_total_t = 2      -- ... the total reward rose: last third above first third by this many standard errors
+-- param max_task_share = 0.25 -- ... while the task components gained at most this share of it, each of them flat:
+-- param max_component_t = 1  -- its gain below this many SEs (flat or down), or non-zero on under a tenth of the steps
 -- The task metric is task_score (TRL eval/accuracy, verl val-core/*/acc, Diplomacy game/avg_sc_count). Reported at
--- the task log that closes the first such window (the step it became visible).
+-- the task log that closes the first such window (the step it became visible). A run with no task metric but with
+-- per-function rewards is judged on them (the reward_components mart): the total rose while the components that
+-- score the task (correctness, answers, ...) gained next to nothing, reported where the rise became visible (the
+-- step the components that carried it passed half their gain).
 with task as (
     select
         run_key, step, value,
@@ -120,3 +127,30 @@ select
            || 'and the per-function rewards for a shaping term or a verifier loophole it exploits',
            reward_rise, from_step, onset, reward_t, task_from, task_to, task_t) as message
 from episodes
+
+union all by name
+
+select
+    c.run_key,
+    'reward_hacking' as check_name,
+    'warn' as severity,
+    arg_max(c.onset_step, c.gain) filter (where not c.is_task) as step,
+    null::bigint as step_end,
+    'reward_mean' as metric,
+    any_value(c.total_gain) as value,
+    $max_task_share as threshold,
+    printf('reward rose by %.3g (t = %.1f) while the components that score the task gained %.3g (%s): the policy is '
+           || 'gaining reward without getting better at the task; inspect samples and the per-function rewards for '
+           || 'a shaping term or a verifier loophole it exploits', any_value(c.total_gain), any_value(c.total_t),
+           sum(c.gain) filter (where c.is_task),
+           string_agg(printf('%s %.3g -> %.3g', c.component, c.first_mean, c.last_mean), ', ')
+               filter (where c.is_task)) as message
+from reward_components as c
+where c.points >= $min_points
+    and c.run_key not in (select run_key from metrics where metric = 'task_score')
+group by c.run_key
+having bool_or(c.is_task)
+    and any_value(c.total_t) >= $min_total_t
+    and any_value(c.total_gain) > 0
+    and sum(c.gain) filter (where c.is_task) <= $max_task_share * any_value(c.total_gain)
+    and bool_and((coalesce(c.gain_t, 0) < $max_component_t or c.nonzero_points < 0.1 * c.points)) filter (where c.is_task)

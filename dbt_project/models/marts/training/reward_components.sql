@@ -1,0 +1,110 @@
+-- Where each run's reward came from: one row per reward component (the per-function rewards trainers log next to
+-- the total: `rewards/<func>` or `rewards/<func>/mean`, with or without `train/`), compared with the total reward
+-- (reward_mean) at the same steps, first third of the run against the last third.
+--   gain          = the component's mean over the last third - over the first third
+--   gain_t        = that gain in standard errors (Welch); total_t the same for the total reward
+--   gain_share    = gain / the total's gain (when the reward is the sum of its terms, the shares add up to 1)
+--   variance_share = cov(component, total) / var(total): its share of the total's movement
+--   onset_step    = the first step whose 10-point trailing mean is past half of the component's gain
+-- `is_task` marks components that score the task (correctness, accuracy, answers, numbers, ...) rather than its
+-- form (format, XML tags, length, language): the var `task_component_pattern` and `form_component_pattern`.
+with components as (
+    select
+        run_key,
+        regexp_extract(key, '^(?:train/)?rewards/([^/]+)(?:/mean)?$', 1) as component,
+        key,
+        step,
+        value
+    from {{ ref('history') }}
+    where regexp_matches(key, '^(train/)?rewards/[^/]+(/mean)?$') and isfinite(value)
+),
+
+chosen as (  -- `rewards/<f>/mean` over `rewards/<f>` when a trainer logs both
+    select run_key, component, arg_min(key, case when key like '%/mean' then 0 else 1 end) as key
+    from components
+    group by run_key, component
+),
+
+paired as (
+    select
+        c.run_key, c.component, c.key, c.step, c.value, r.value as total,
+        row_number() over (partition by c.run_key, c.component order by c.step) as idx,
+        count(*) over (partition by c.run_key, c.component) as n
+    from components as c
+    join chosen using (run_key, component, key)
+    join {{ ref('metrics') }} as r on r.run_key = c.run_key and r.step = c.step and r.metric = 'reward_mean'
+    where isfinite(r.value)
+),
+
+stats as (
+    select
+        run_key,
+        component,
+        any_value(key) as key,
+        regexp_matches(lower(component), '{{ var("task_component_pattern") }}')
+            and not regexp_matches(lower(component), '{{ var("form_component_pattern") }}') as is_task,
+        count(*) as points,
+        count(*) filter (where value <> 0) as nonzero_points,
+        min(step) as first_step,
+        max(step) as last_step,
+        avg(value) filter (where idx <= n / 3) as first_mean,
+        avg(value) filter (where idx > n - n / 3) as last_mean,
+        (avg(value) filter (where idx > n - n / 3) - avg(value) filter (where idx <= n / 3))
+            / nullif(sqrt(var_samp(value) filter (where idx <= n / 3) / count(*) filter (where idx <= n / 3)
+                + var_samp(value) filter (where idx > n - n / 3) / count(*) filter (where idx > n - n / 3)), 0)
+            as gain_t,
+        avg(total) filter (where idx <= n / 3) as total_first_mean,
+        avg(total) filter (where idx > n - n / 3) as total_last_mean,
+        (avg(total) filter (where idx > n - n / 3) - avg(total) filter (where idx <= n / 3))
+            / nullif(sqrt(var_samp(total) filter (where idx <= n / 3) / count(*) filter (where idx <= n / 3)
+                + var_samp(total) filter (where idx > n - n / 3) / count(*) filter (where idx > n - n / 3)), 0)
+            as total_t,
+        covar_samp(value, total) / nullif(var_samp(total), 0) as variance_share
+    from paired
+    group by run_key, component
+),
+
+rolling as (
+    select
+        p.run_key, p.component, p.step,
+        avg(p.value) over last10 as recent,
+        count(p.value) over last10 as window_n,
+        s.first_mean, s.last_mean, s.points
+    from paired as p
+    join stats as s using (run_key, component)
+    window last10 as (partition by p.run_key, p.component order by p.step rows between 9 preceding and current row)
+),
+
+onsets as (  -- the first full window whose trailing mean is past half of the gain
+    select run_key, component, min(step) as onset_step
+    from rolling
+    where window_n >= least(10, points)
+        and case when last_mean >= first_mean then recent >= first_mean + 0.5 * (last_mean - first_mean)
+                 else recent <= first_mean + 0.5 * (last_mean - first_mean) end
+    group by run_key, component
+),
+
+final as (
+    select
+        s.run_key,
+        s.component,
+        s.key,
+        s.is_task,
+        s.points,
+        s.nonzero_points,
+        s.first_step,
+        s.last_step,
+        s.first_mean,
+        s.last_mean,
+        s.last_mean - s.first_mean as gain,
+        s.gain_t,
+        s.total_last_mean - s.total_first_mean as total_gain,
+        (s.last_mean - s.first_mean) / nullif(s.total_last_mean - s.total_first_mean, 0) as gain_share,
+        s.total_t,
+        s.variance_share,
+        coalesce(o.onset_step, s.first_step) as onset_step
+    from stats as s
+    left join onsets as o using (run_key, component)
+)
+
+select * from final
