@@ -10,8 +10,12 @@
 --                               (reference: 0.01-0.05); KL that grows from 0 within the band is normal early on
 -- param error_kl = 1.0       -- a drift that ends above this KL is an error
 -- param warmup_share = 0.1   -- skip the first tenth of the run: KL starts at 0 by construction and always rises
+-- param high_kl = 0.5        -- also flagged without a trend: KL's median over `window` points at or above this, five
+--                               times the reference's warning line (0.1, where healthy runs with a small beta can sit)
+-- param high_sustain = 10    -- for at least this many consecutive logged steps
 -- Reported at the end of the first window where the trend is significant (the step it became detectable), with
--- the window's start and end levels in the message; drifting windows less than a window apart are one episode.
+-- the window's start and end levels in the message; drifting windows less than a window apart are one episode. A
+-- KL that climbed early (inside the warm-up) and stays far above the warning line is the second branch, below.
 with kl as (
     select
         run_key, step, value,
@@ -96,3 +100,30 @@ select
            || 'is drifting from the reference: raise the KL penalty or lower the learning rate before it blows up',
            from_kl, from_step, to_kl, last_step, best_t) as message
 from episodes
+
+union all by name
+
+select
+    run_key,
+    'kl_drift' as check_name,
+    case when max(level) >= $error_kl then 'error' else 'warn' end as severity,
+    min(step) as step,
+    case when max(idx) < any_value(n) then max(step) end as step_end,
+    'kl' as metric,
+    max(level) as value,
+    $high_kl as threshold,
+    printf('KL has stayed far above the reference: its median over %d logged steps was %.3g or more from step %d '
+           || 'for %d logged steps (up to %.3g; healthy 0.01-0.05, warning above 0.1); the policy has drifted far '
+           || 'from the reference: raise the KL penalty or lower the learning rate', $window::bigint, min(level),
+           min(step), count(*), max(level)) as message
+from (
+    select *, idx - row_number() over (partition by run_key order by step) as episode
+    from (
+        select *, median(value) over (partition by run_key order by step rows between $window - 1 preceding
+            and current row) as level
+        from kl
+    )
+    where level >= $high_kl
+)
+group by run_key, episode
+having count(*) >= $high_sustain
