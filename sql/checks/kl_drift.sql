@@ -12,7 +12,9 @@
 -- param warmup_share = 0.1   -- skip the first tenth of the run: KL starts at 0 by construction and always rises
 -- param high_kl = 0.5        -- also flagged without a trend: KL's median over `window` points at or above this, five
 --                               times the reference's warning line (0.1, where healthy runs with a small beta can sit)
--- param high_sustain = 10    -- for at least this many consecutive logged steps
+-- param high_sustain = 10    -- for at least this many consecutive logged steps ...
+-- param high_ratio = 5       -- ... having climbed there: this many times the run's KL over its first steps (a KL
+--                               that starts high, e.g. to a distillation teacher, is the run's own baseline)
 -- Reported at the end of the first window where the trend is significant (the step it became detectable), with
 -- the window's start and end levels in the message; drifting windows less than a window apart are one episode. A
 -- KL that climbed early (inside the warm-up) and stays far above the warning line is the second branch, below.
@@ -122,8 +124,14 @@ from (
         select *, median(value) over (partition by run_key order by step rows between $window - 1 preceding
             and current row) as level
         from kl
-    )
-    where level >= $high_kl
+    ) as levels
+    join (
+        select run_key, median(value) as early
+        from kl
+        where idx <= greatest(3, ceil(0.05 * n))
+        group by run_key
+    ) as starts using (run_key)
+    where level >= $high_kl and level >= $high_ratio * early
 )
 group by run_key, episode
 having count(*) >= $high_sustain
