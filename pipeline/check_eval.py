@@ -251,6 +251,50 @@ def evaluate_demo(home: Path, seed: int = 7, scale: float = 1.0, progress=None) 
         con.close()
 
 
+def evaluate_synthetic(home: Path, seeds: Iterable[int] = range(5), progress=None) -> dict:
+    """The second generator's runs (pipeline.evaluation.synthetic_runs, which shares no code with the demo), one
+    warehouse per seed: per-seed totals and the per-check scores pooled over the seeds."""
+    from pipeline import warehouse
+    from pipeline.checks import load_checks, run_checks
+    from pipeline.evaluation.synthetic_runs import write_runs
+    from pipeline.ingest import ingest
+    from pipeline.settings import Settings
+
+    say = progress or (lambda _msg: None)
+    per_seed, pooled = {}, {}
+    for seed in seeds:
+        seed_home = Path(home).resolve() / f"seed-{seed}"
+        out = seed_home / "runs"
+        say(f"second generator, seed {seed}: writing, ingesting, building …")
+        labels = write_runs(out, seed)
+        settings = Settings(home=seed_home, wandb_dirs=(out / "wandb",), trainer_logs=(out / "trainer_logs",))
+        ingest(settings, ("wandb_offline", "trainer_log"))
+        warehouse.build(settings)
+        con = warehouse.connect_readonly(settings)
+        try:
+            results = evaluate(con, labels, run_checks(con, load_checks()))
+        finally:
+            con.close()
+        per_seed[seed] = results[-1]
+        for row in results[:-1]:
+            into = pooled.setdefault(row["check"], CheckScore(row["check"]))
+            into.labels += row["labels"]
+            into.flags += row["flags"]
+            into.tp += row["true_positives"]
+            into.fp += row["false_positives"]
+            into.fn += row["false_negatives"]
+            into.false_alarms += [f"s{seed}:{f}" for f in row["false_alarms"]]
+            into.missed += [f"s{seed}:{m}" for m in row["missed"]]
+            into.error = into.error or row["error"]
+    ordered = [pooled[name] for name in sorted(pooled)]
+    total = CheckScore("TOTAL")
+    for score in ordered:
+        total.labels, total.flags = total.labels + score.labels, total.flags + score.flags
+        total.tp, total.fp, total.fn = total.tp + score.tp, total.fp + score.fp, total.fn + score.fn
+    return {"seeds": {str(k): v for k, v in per_seed.items()},
+            "pooled": [score.as_dict() for score in ordered + [total]]}
+
+
 REAL_FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "real"
 
 
@@ -367,9 +411,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--home", help="data home to use (default: a fresh temporary folder, removed afterwards)")
     parser.add_argument("--json", action="store_true", help="print the scores as JSON instead of a table")
     parser.add_argument("--real", action="store_true", help=f"score the labelled public runs in {REAL_FIXTURES}")
+    parser.add_argument("--synthetic", type=int, metavar="SEEDS", help="score the second generator's runs over "
+                        "seeds 0..SEEDS-1 (pipeline.evaluation.synthetic_runs)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     say = (lambda msg: print(msg, file=sys.stderr)) if not args.json else None
+    if args.synthetic:
+        with tempfile.TemporaryDirectory(prefix="grpolens-eval-synthetic-") as tmp:
+            synthetic = evaluate_synthetic(Path(args.home or tmp), range(args.synthetic), progress=say)
+        if args.json:
+            print(json.dumps(synthetic, indent=2))
+        else:
+            print(format_table(synthetic["pooled"]))
+            for seed, total in synthetic["seeds"].items():
+                print(f"seed {seed}: precision {total['precision']:.2f}, recall {total['recall']:.2f}")
+        return 0
     if args.real:
         with tempfile.TemporaryDirectory(prefix="grpolens-eval-real-") as tmp:
             real = evaluate_real(Path(args.home or tmp), progress=say)
