@@ -279,10 +279,10 @@ def _league_specs(seed: int, scale: float) -> list[_Spec]:
         if learning:
             reward = 0.18 + 0.42 * _learning(n) + _ar1(rng, n, 0.035)
             problems = []
-        else:  # rises during warm-up, then stalls: the policy stops improving and Elo gap stays flat
-            reward = 0.20 + 0.15 * _ramp(n, 0, warm) + rng.normal(0, 0.02, n)
+        else:  # never improves: the reward stays at its first level and the Elo gap stays flat
+            reward = 0.20 + rng.normal(0, 0.02, n)
             # its league never learns: base_model's rating never falls below its seed
-            problems = [Problem("reward_plateau", warm, None, "benchmark/reward_mean"),
+            problems = [Problem("reward_plateau", 0, None, "benchmark/reward_mean"),
                         Problem("elo_base_model_not_declining", 0, None, "elo/base_model")]
         curves = {"reward": reward, "kl": 0.012 + 0.018 * progress + np.abs(_ar1(rng, n, 0.003)),
                   "clip": 0.06 + 0.04 * progress, "grad": _grad(rng, n, 1.2),
@@ -455,10 +455,9 @@ def _verl_specs(seed: int, scale: float) -> list[_Spec]:
             problems += [Problem("response_length_collapse", c + 1, None, "response_length/mean"),
                          Problem("grad_norm_spike", c + 3, None, "actor/grad_norm"),
                          Problem("reward_collapse", c + 4, None, "critic/score/mean")]
-        elif name == "verl-plateau":
-            warm = int(0.15 * n)
-            score = 0.30 + 0.25 * _ramp(n, 0, warm)
-            problems.append(Problem("reward_plateau", warm + 1, None, "critic/score/mean"))
+        elif name == "verl-plateau":  # the score never improves on its first level (a rise then flat is convergence)
+            score = np.full(n, 0.30)
+            problems.append(Problem("reward_plateau", 1, None, "critic/score/mean"))
         score_n = np.clip(score + _ar1(rng, n, 0.02 if name != "verl-plateau" else 0.012), 0, 1)
         grad = _grad(rng, n, 0.3) * grad_mult
         val_every, save_every, rows = 10, 50, []
