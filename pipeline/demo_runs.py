@@ -435,9 +435,9 @@ def _verl_specs(seed: int, scale: float) -> list[_Spec]:
         if name == "verl-kl-blowup":  # length grows into the limit, KL drifts, then blows up with grad spikes
             d, s = int(0.3 * n), int(0.7 * n)
             length = 300 + 680 * _ramp(n, int(0.25 * n), int(0.45 * n))
-            kl_loss = 0.006 + 0.06 * _ramp(n, d, s - d)
-            kl_loss[s:s + 4] = [0.31, 0.55, 0.42, 0.24][: len(kl_loss[s:s + 4])]
-            kl_loss[s + 4:] = 0.09
+            kl_loss = 0.006 + 0.154 * _ramp(n, d, s - d)  # past the reference's 0.1 warning line: not small-beta growth
+            kl_loss[s:s + 4] = [0.5, 0.9, 0.7, 0.4][: len(kl_loss[s:s + 4])]
+            kl_loss[s + 4:] = 0.15
             grad_mult[s:s + 4] = [22, 48, 30, 14][: len(grad_mult[s:s + 4])]
             score = score - 0.15 * (idx >= s)
             problems += [Problem("response_length_growth", int(0.25 * n) + 1, None, "response_length/mean"),

@@ -6,8 +6,8 @@
 -- param min_points = 12      -- fewest finite points a window needs
 -- param min_t = 4            -- the slope must be this many standard errors above 0
 -- param min_rise = 0.3       -- fitted rise across the window, as a share of the fitted level at its start
--- param min_kl = 0.05        -- and the fitted KL at the window's end must exceed this: above the healthy band
---                               (reference: 0.01-0.05); KL that grows from 0 within the band is normal early on
+-- param min_kl = 0.1         -- and the fitted KL at the window's end must exceed this: the reference's warning
+--                               line (KL growing from 5e-4 to 0.08 under a small beta is normal GRPO)
 -- param error_kl = 1.0       -- a drift that ends above this KL is an error
 -- param warmup_share = 0.1   -- skip the first tenth of the run: KL starts at 0 by construction and always rises
 -- param high_kl = 0.5        -- also flagged without a trend: KL's median over `window` points at or above this, five
