@@ -8,6 +8,9 @@
 -- param min_growth = 0.25    -- fitted growth across the window, as a share of the fitted length at its start
 -- param reward_share = 0.5   -- "outruns": the reward's relative rise over the same steps is below this share of
 --                               the length's (reward level floored at 0.1 so a reward near 0 cannot fake a rise)
+-- param min_kept = 0.25      -- the growth held: the median length over the run's last `window` steps is still this
+--                               share above the median over the `window` steps before the episode (noise and
+--                               bursts revert, verbosity does not)
 -- Length that grows with the reward is healthy (longer reasoning that pays); length that grows while the reward
 -- barely moves is verbosity the reward does not ask for, and it runs into the length limit next. Reported at the
 -- end of the first window showing it; windows less than a window apart are one episode. Without a reward metric the
@@ -92,6 +95,18 @@ episodes as (
         arg_min(reward_growth, step) as reward_growth
     from numbered
     group by run_key, episode
+),
+
+kept as (  -- the median length before the episode against the median over the run's last `window` steps
+    select
+        e.*,
+        (select median(l.value) from lengths as l
+         where l.run_key = e.run_key and l.step < e.from_step and l.idx >= (
+             select min(x.idx) from lengths as x where x.run_key = e.run_key and x.step >= e.from_step) - $window)
+            as before_length,
+        (select median(l.value) from lengths as l where l.run_key = e.run_key and l.idx > e.n - $window)
+            as final_length
+    from episodes as e
 )
 
 select
@@ -108,4 +123,5 @@ select
            || 'length penalty or check for truncation and repetition', from_length, from_step, to_length, last_step,
            100 * growth, onset - from_step,
            coalesce(printf('%+.0f%%', 100 * reward_growth), 'unknown (no reward logged)')) as message
-from episodes
+from kept
+where before_length is null or final_length >= (1 + $min_kept) * before_length
