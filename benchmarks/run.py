@@ -401,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     say("5. checks on the labelled suite")
     import tempfile
 
-    from pipeline.check_eval import evaluate_demo, evaluate_real, format_real, format_table
+    from pipeline.check_eval import evaluate_demo, evaluate_real, evaluate_synthetic, format_real, format_table
 
     with tempfile.TemporaryDirectory(prefix="grpolens-bench-checks-") as tmp:
         checks_started = time.perf_counter()
@@ -409,13 +409,15 @@ def main(argv: list[str] | None = None) -> int:
         checks_seconds = time.perf_counter() - checks_started
     with tempfile.TemporaryDirectory(prefix="grpolens-bench-real-") as tmp:
         real_scores = evaluate_real(Path(tmp))
+    with tempfile.TemporaryDirectory(prefix="grpolens-bench-synthetic-") as tmp:
+        synthetic_scores = evaluate_synthetic(Path(tmp), range(2 if args.quick else 5))
     profile = profile_ingest(folders[big["name"]][0]) if args.profile else None
     shutil.rmtree(SCRATCH, ignore_errors=True)
 
     res = {"mode": "quick" if args.quick else "full", "cpus": os.cpu_count(), "python": platform.python_version(),
            "data_sets": data_sets, "throughput": throughput, "memory": memory,
            "memory_summary": memory_summary(memory), "refresh": refresh, "events": events,
-           "checks": check_scores, "checks_real": real_scores, "cloud": cloud,
+           "checks": check_scores, "checks_real": real_scores, "checks_synthetic": synthetic_scores, "cloud": cloud,
            "total_s": time.perf_counter() - started}
     print_report(res)
     print_events(events)
@@ -426,6 +428,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"5b. The same checks on the real public runs in tests/fixtures/real (labelled by reading their numbers). "
           "Targets: every problem but 2 caught, <= 1 false alarm per 10 runs, at warn/error")
     print(format_real(real_scores))
+    seeds = synthetic_scores["seeds"]
+    print(f"5c. The same checks on the second generator (pipeline/evaluation/synthetic_runs.py, no code shared with the "
+          f"demo), seeds {', '.join(seeds)} pooled. Targets: precision and recall >= 0.95 at warn/error")
+    print(format_table(synthetic_scores["pooled"]))
+    print("    per seed: " + "; ".join(f"{s}: precision {t['precision']:.2f} recall {t['recall']:.2f}"
+                                       for s, t in seeds.items()))
     print_cloud(cloud)
     if profile:
         print("cProfile of one in-process ingest of the throughput set (top by own time):")
