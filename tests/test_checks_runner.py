@@ -111,3 +111,15 @@ def test_not_applicable_names_the_missing_metric(home, tmp_path):
         con.close()
     assert sorted((name, run.rsplit("/", 1)[1], why) for name, run, why in lacking) == [
         ("needs_grad", "collapse", "no grad_norm logged"), ("needs_grad", "healthy0", "no grad_norm logged")]
+
+
+def test_the_readme_table_lists_every_rule_with_its_thresholds():
+    """README's check table is the rules' headers: a threshold changed in a rule file must change there too."""
+    from pipeline.settings import PROJECT_ROOT
+
+    readme = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
+    for rule in checks.load_checks():
+        [row] = [line for line in readme.splitlines() if line.startswith(f"| `{rule.name}` |")]
+        assert f"| {rule.severity} |" in row, rule.name
+        for name, value in rule.params.items():
+            assert f"`{name}={value}`" in row, (rule.name, name)
