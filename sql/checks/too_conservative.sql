@@ -5,7 +5,7 @@
 -- param window = 60          -- logged reward steps per window (as reward_plateau)
 -- param t_flat = 2           -- flat: the reward's OLS slope over the window and each half within this many SEs of 0
 -- param warmup_share = 0.1   -- windows must start after the first tenth of the run
--- param max_kl = 0.005       -- "near 0": median KL over the window below this (reference: healthy is 0.01-0.05)
+-- param max_kl = 0.002       -- "near 0": median KL over the window below this, 5x under the healthy 0.01-0.05
 -- param max_kl_rise = 0.5    -- and KL grew by less than this share across the window (a KL still climbing means
 --                               the policy is moving, just not towards more reward)
 -- param max_zero_share = 0.5 -- not explained by tied groups: median frac_reward_zero_std below this
