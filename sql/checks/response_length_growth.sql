@@ -11,6 +11,9 @@
 -- param min_kept = 0.25      -- the growth held: the median length over the run's last `window` steps is still this
 --                               share above the median over the `window` steps before the episode (noise and
 --                               bursts revert, verbosity does not)
+-- param run_growth = 1.0     -- also over the whole run: the median length of its last fifth at least doubled (+100%)
+--                               against its first tenth, while the reward's relative rise stayed under reward_share
+--                               of that (slow growth on a dense log never shows within 20 points)
 -- Length that grows with the reward is healthy (longer reasoning that pays); length that grows while the reward
 -- barely moves is verbosity the reward does not ask for, and it runs into the length limit next. Reported at the
 -- end of the first window showing it; windows less than a window apart are one episode. Without a reward metric the
@@ -125,3 +128,43 @@ select
            coalesce(printf('%+.0f%%', 100 * reward_growth), 'unknown (no reward logged)')) as message
 from kept
 where before_length is null or final_length >= (1 + $min_kept) * before_length
+
+union all by name
+
+select
+    run_key,
+    'response_length_growth' as check_name,
+    'warn' as severity,
+    onset as step,
+    null::bigint as step_end,
+    'response_length_mean' as metric,
+    end_length as value,
+    $run_growth as threshold,
+    printf('mean response length grew from about %.0f tokens (first tenth of the run) to %.0f (last fifth), +%.0f%%, '
+           || 'past +%.0f%% from step %d, while the reward moved %s; the policy is getting verbose without being '
+           || 'paid for it: add a length penalty or check for truncation and repetition', start_length, end_length,
+           100 * (end_length / start_length - 1), 100 * $min_growth::double, onset,
+           coalesce(printf('%+.0f%%', 100 * reward_growth), 'unknown (no reward logged)')) as message
+from (
+    select
+        l.run_key,
+        median(l.value) filter (where l.idx <= greatest(5, l.n / 10)) as start_length,
+        median(l.value) filter (where l.idx > l.n - greatest(5, l.n / 5)) as end_length,
+        any_value(l.n) as n,
+        (select (median(r.value) filter (where r.idx > r.n - greatest(5, r.n / 5))
+                 - median(r.value) filter (where r.idx <= greatest(5, r.n / 10)))
+                / greatest(abs(median(r.value) filter (where r.idx <= greatest(5, r.n / 10))), 0.1)
+         from (select value, row_number() over (order by step) as idx, count(*) over () as n
+               from metrics as m where m.run_key = l.run_key and m.metric = 'reward_mean' and isfinite(m.value)) as r)
+            as reward_growth,
+        (select min(x.step) from (
+            select step, median(value) over (order by step rows between $window - 1 preceding and current row) as lvl
+            from lengths as y where y.run_key = l.run_key) as x
+         where x.lvl >= (1 + $min_growth) * median(l.value) filter (where l.idx <= greatest(5, l.n / 10))) as onset
+    from lengths as l
+    group by l.run_key
+    having any_value(l.n) >= 40
+) as whole
+where end_length >= (1 + $run_growth) * start_length
+    and (reward_growth is null or reward_growth < $reward_share * (end_length / start_length - 1))
+    and run_key not in (select run_key from kept where before_length is null or final_length >= (1 + $min_kept) * before_length)
