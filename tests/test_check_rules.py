@@ -266,6 +266,13 @@ def _tiny_runs(root: Path, logs: Path) -> None:
     for g in range(1, 21):
         rows += [{"train/loss": 0.01 * g, "train/global_step": g}, {"train/loss": 0.011 * g, "train/global_step": g}]
     write_run(root, rows, run_id="double01", name="doublelog")
+    # a benchmark loop logging twice per its own counter (benchmark/step, no *global_step*); timing_s/step is a
+    # duration whose whole values go up and down: not a counter
+    rows = []
+    for b in range(1, 16):
+        rows += [{"benchmark/reward_mean": 0.3, "benchmark/step": b, "timing_s/step": 50.0 + (b % 4)},
+                 {"benchmark/reward_mean": 0.31, "benchmark/step": b, "timing_s/step": 49.0 + (b % 3)}]
+    write_run(root, rows, run_id="benchdup", name="benchdouble")
     # Diplomacy league: the base model climbs past the checkpoints from step 40 (the gap shrinks, no decline)
     rows = []
     for step in range(120):
@@ -333,6 +340,7 @@ def tiny(tmp_path_factory):
     ("elo_gap_shrinking", "league", 60, 95),
     ("elo_base_model_not_declining", "league", 50, 50),
     ("duplicate_steps", "doublelog", 0, 1),
+    ("duplicate_steps", "benchdouble", 0, 1),
     ("duplicate_steps", "restarted", 10, 10),
 ])
 def test_fires_on_a_targeted_run(tiny, check, run, first, last):
@@ -360,6 +368,8 @@ def test_targeted_details(tiny):
     assert "at the maximum" in pinned["message"]
     (double,) = tiny("duplicate_steps")["doublelog"]
     assert double["metric"] == "train/global_step" and double["value"] == 20
+    (bench,) = tiny("duplicate_steps")["benchdouble"]
+    assert bench["metric"] == "benchmark/step" and bench["value"] == 15
     (restart,) = tiny("duplicate_steps")["restarted"]
     assert restart["metric"] == "history.versions" and restart["value"] == 10
 

@@ -11,10 +11,12 @@
 --   each time, so all of its values have several versions by design. Versions count the producer's records, not
 --   ingests: rows an interrupted ingest wrote twice, or one run read from its file and from the W&B cloud, are
 --   one version.
--- * a trainer step counter (train/global_step, training/global_step, trainer/global_step, global_step) whose value
---   repeats across different W&B steps, with some other key logged at two of them: the trainer called log twice for
---   one step. TRL's evaluation rows repeat train/global_step too, but share no key with the training row except the
---   counter and the epoch, so they are not duplicates.
+-- * a trainer step counter whose value repeats across different W&B steps, with some other key logged at two of
+--   them: the trainer called log twice for one step. A counter is any key named like one (`global_step`, `step`,
+--   `*_step`: train/global_step, benchmark/step, trainer/step; not W&B's own `_step`) whose values are integers that
+--   never decrease over the run (`timing_s/step` is a duration, not a counter). TRL's evaluation rows repeat
+--   train/global_step too, but share no key with the training row except the counter and the epoch, so they are
+--   not duplicates.
 with repeated_rows as (
     select
         run_key,
@@ -29,11 +31,23 @@ with repeated_rows as (
     group by run_key
 ),
 
-counter as (
-    select run_key, step, key as counter_key, value as trainer_step
+named as (
+    select run_key, step, key, value
     from history
-    where key in ('train/global_step', 'training/global_step', 'trainer/global_step', 'global_step')
-        and isfinite(value)
+    where regexp_matches(key, '(^|[/.])([a-z]+_)?step$') and key <> '_step' and isfinite(value)
+),
+
+counter_keys as (  -- integers that never decrease over the run's W&B steps
+    select run_key, key
+    from (select *, value - lag(value) over (partition by run_key, key order by step) as change from named)
+    group by run_key, key
+    having bool_and(value = floor(value)) and coalesce(min(change), 0) >= 0 and count(*) >= 2
+),
+
+counter as (
+    select n.run_key, n.step, n.key as counter_key, n.value as trainer_step
+    from named as n
+    join counter_keys using (run_key, key)
 ),
 
 shared_steps as (  -- trainer steps that span more than one W&B step
@@ -48,7 +62,7 @@ double_logged as (
     from counter as c
     join shared_steps as s using (run_key, counter_key, trainer_step)
     join history as h on h.run_key = c.run_key and h.step = c.step
-    where h.key not in ('train/global_step', 'training/global_step', 'trainer/global_step', 'global_step')
+    where h.key not in (select k.key from counter_keys as k where k.run_key = c.run_key)
         and h.key not like '%epoch' and not starts_with(h.key, '_')
     group by c.run_key, c.counter_key, c.trainer_step
     having count(*) > count(distinct h.key)  -- some key appears at two of those W&B steps
