@@ -273,6 +273,9 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         rows += [{"benchmark/reward_mean": 0.3, "benchmark/step": b, "timing_s/step": 50.0 + (b % 4)},
                  {"benchmark/reward_mean": 0.31, "benchmark/step": b, "timing_s/step": 49.0 + (b % 3)}]
     write_run(root, rows, run_id="benchdup", name="benchdouble")
+    # verl: every step a little slower, 62 s to 180 s over 60 steps (no single drop a trailing baseline would see)
+    write_run(root, [({"critic/score/mean": 0.5, "actor/kl_loss": 0.01, "timing_s/step": 60.0 + 2 * step}, {"step": step})
+                     for step in range(1, 61)], run_id="slowing1", name="slowing", project="verl-grpo")
     # Diplomacy league: the base model climbs past the checkpoints from step 40 (the gap shrinks, no decline)
     rows = []
     for step in range(120):
@@ -333,6 +336,7 @@ def tiny(tmp_path_factory):
     ("extraction_empty_high", "rollouts", 20, 24),
     ("cache_hit_low", "rollouts", 20, 26),
     ("throughput_drop", "timing", 31, 36),
+    ("throughput_drop", "slowing", 20, 28),
     ("phase_bottleneck", "timing", 31, 37),
     ("checkpoint_save_slow", "timing", 8, 8),
     ("reward_component_dead", "deadcomp", 0, 0),

@@ -6,13 +6,16 @@
 -- param smooth = 5           -- the current rate is the median of the last this many logged steps
 -- param min_baseline = 10    -- logged steps needed before a baseline counts
 -- param max_drop = 0.3       -- a fall of this share below the baseline is a drop
+-- param run_slowdown = 0.5   -- over the whole run: the last fifth's median rate at most this share of the first's
 -- param sustain = 5          -- for this many consecutive logged steps (against the onset's baseline)
 -- Throughput is trajectories per second of training: trajectories_per_s when a run logs it; else trajectories per
 -- step (Diplomacy benchmark/trajectories, or verl's data.train_batch_size x rollout.n from the config, or 1) over
 -- the step's seconds: step_time_s, or the Diplomacy phases rollout + training - pipeline overlap. Medians keep
 -- periodic validation and checkpoint steps from counting. The baseline ends where the current window starts, and
 -- is frozen at the onset so the episode lasts until the rate really recovers (to within half the drop). Slow
--- drifts (responses growing longer) move the baseline along and are not drops. `requires` is empty because the
+-- drifts (responses growing longer) move the baseline along and are not drops; a slowdown that adds up over the
+-- run is the second finding: the rate of the last fifth at most `run_slowdown` times that of the first fifth
+-- (step time grown 2x or more, #12 class 8), reported where the trailing median first fell `max_drop` below it. `requires` is empty because the
 -- inputs are alternatives (step_time_s, or phase_rollout_s + phase_training_s); no single metric is needed.
 with per_step as (
     select
@@ -130,3 +133,45 @@ select
            case when recovered_at is not null then printf(', back from step %d', recovered_at) else '' end)
         as message
 from episodes
+
+union all by name
+
+select
+    run_key,
+    'throughput_drop' as check_name,
+    'warn' as severity,
+    onset as step,
+    null::bigint as step_end,
+    'trajectories_per_s' as metric,
+    end_rate as value,
+    $run_slowdown * start_rate as threshold,
+    printf('throughput fell steadily over the run: %.3g trajectories/s over its first fifth, %.3g over its last (step '
+           || 'time x%.1f), below -%.0f%% from step %d; look at what grows with it (response length, a slow phase in '
+           || 'step_time_breakdown, memory pressure) before the run gets slower still', start_rate, end_rate,
+           start_rate / end_rate, 100 * $max_drop::double, onset) as message
+from (
+    select
+        s.run_key,
+        any_value(f.start_rate) as start_rate,
+        any_value(f.end_rate) as end_rate,
+        min(s.step) filter (where s.recent <= (1 - $max_drop) * f.start_rate) as onset
+    from (
+        select run_key, step, median(rate) over (partition by run_key order by step
+            rows between $smooth - 1 preceding and current row) as recent
+        from rates where rate > 0 and isfinite(rate)
+    ) as s
+    join (
+        select
+            run_key,
+            median(rate) filter (where idx <= greatest(3, n / 5)) as start_rate,
+            median(rate) filter (where idx > n - greatest(3, n / 5)) as end_rate
+        from (select run_key, rate, row_number() over (partition by run_key order by step) as idx,
+                     count(*) over (partition by run_key) as n
+              from rates where rate > 0 and isfinite(rate))
+        group by run_key
+        having any_value(n) >= 10
+    ) as f using (run_key)
+    group by s.run_key
+) as whole
+where end_rate <= $run_slowdown * start_rate
+    and run_key not in (select run_key from episodes)
