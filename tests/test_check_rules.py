@@ -273,6 +273,11 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         rows += [{"benchmark/reward_mean": 0.3, "benchmark/step": b, "timing_s/step": 50.0 + (b % 4)},
                  {"benchmark/reward_mean": 0.31, "benchmark/step": b, "timing_s/step": 49.0 + (b % 3)}]
     write_run(root, rows, run_id="benchdup", name="benchdouble")
+    # TRL: the format reward fires until step 19, then the policy drops the format for good; accuracy stays high
+    write_run(root, [{"train/reward": 0.9 + (0.8 if i < 20 else 0.0),
+                      "train/rewards/accuracy_reward/mean": 0.9 + 0.01 * math.sin(i),
+                      "train/rewards/format_reward/mean": 0.8 if i < 20 else 0.0, "train/global_step": i + 1}
+                     for i in range(60)], run_id="fmtdrop1", name="formatdrop")
     # verl: every step a little slower, 62 s to 180 s over 60 steps (no single drop a trailing baseline would see)
     write_run(root, [({"critic/score/mean": 0.5, "actor/kl_loss": 0.01, "timing_s/step": 60.0 + 2 * step}, {"step": step})
                      for step in range(1, 61)], run_id="slowing1", name="slowing", project="verl-grpo")
@@ -340,6 +345,7 @@ def tiny(tmp_path_factory):
     ("phase_bottleneck", "timing", 31, 37),
     ("checkpoint_save_slow", "timing", 8, 8),
     ("reward_component_dead", "deadcomp", 0, 0),
+    ("reward_component_dead", "formatdrop", 20, 26),
     ("response_truncation", "pinned", 10, 13),
     ("elo_gap_shrinking", "league", 60, 95),
     ("elo_base_model_not_declining", "league", 50, 50),

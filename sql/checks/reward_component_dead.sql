@@ -1,13 +1,17 @@
--- reward_component_dead: a per-function reward (rewards/<func>) never moves over the whole run: it never fires.
+-- reward_component_dead: a per-function reward (rewards/<func>) never fires, or stopped firing and stayed at 0.
 -- severity: warn
--- reads: history
+-- reads: history, reward_components
 -- requires:
 -- param min_points = 10      -- a component needs this many logged steps before "never moved" means anything
 -- param tolerance = 1e-9     -- max - min at or below this is "constant"
 -- Components are the history keys rewards/<func> or rewards/<func>/mean, with or without a train/ prefix (they are
 -- not canonical metrics, so `requires` is empty: a run without per-function rewards simply has nothing to flag).
 -- A component stuck at 0 never rewards anything (a format the model never produces, a parser that never matches);
--- one stuck at its maximum rewards everything. Either way it adds no signal to the advantages.
+-- one stuck at its maximum rewards everything. Either way it adds no signal to the advantages. A component that
+-- fired in the first third of the run and is exactly 0 on nearly every step of the last third went dead (#12 class
+-- 7: a format or thinking term the policy abandoned, usually for a shortcut that still earns the answer reward).
+-- param min_first = 0.1      -- went dead: its first-third mean was at least this far from 0 ...
+-- param max_last_share = 0.05 -- ... and it fired on at most this share of the last third's steps
 with components as (
     select
         run_key,
@@ -55,3 +59,23 @@ select
            component, low, n, first_step, last_step) as message
 from series
 where n >= $min_points and high - low <= $tolerance
+
+union all by name
+
+select
+    run_key,
+    'reward_component_dead' as check_name,
+    'warn' as severity,
+    onset_step as step,
+    null::bigint as step_end,
+    key as metric,
+    last_mean as value,
+    $max_last_share as threshold,
+    printf('reward function %s stopped firing: %.3g on average over the first third of the run, 0 on %.0f%% of the '
+           || 'last third (from about step %d); if it is a format or thinking term, the policy dropped it for a '
+           || 'shortcut: read samples after that step and check the length and entropy', component, first_mean,
+           100 * (1 - last_nonzero_share), onset_step) as message
+from reward_components
+where points >= $min_points
+    and abs(first_mean) >= $min_first
+    and last_nonzero_share <= $max_last_share

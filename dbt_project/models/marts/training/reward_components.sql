@@ -6,6 +6,7 @@
 --   gain_share    = gain / the total's gain (when the reward is the sum of its terms, the shares add up to 1)
 --   variance_share = cov(component, total) / var(total): its share of the total's movement
 --   onset_step    = the first step whose 10-point trailing mean is past half of the component's gain
+--   last_nonzero_share = how often it still fired over the last third (0: it stopped)
 -- `is_task` marks components that score the task (correctness, accuracy, answers, numbers, ...) rather than its
 -- form (format, XML tags, length, language): the var `task_component_pattern` and `form_component_pattern`.
 with components as (
@@ -45,6 +46,8 @@ stats as (
             and not regexp_matches(lower(component), '{{ var("form_component_pattern") }}') as is_task,
         count(*) as points,
         count(*) filter (where value <> 0) as nonzero_points,
+        count(*) filter (where value <> 0 and idx > n - n / 3) / nullif(count(*) filter (where idx > n - n / 3), 0)
+            as last_nonzero_share,
         min(step) as first_step,
         max(step) as last_step,
         avg(value) filter (where idx <= n / 3) as first_mean,
@@ -92,6 +95,7 @@ final as (
         s.is_task,
         s.points,
         s.nonzero_points,
+        s.last_nonzero_share,
         s.first_step,
         s.last_step,
         s.first_mean,
