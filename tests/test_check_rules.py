@@ -278,6 +278,11 @@ def _tiny_runs(root: Path, logs: Path) -> None:
                       "train/rewards/accuracy_reward/mean": 0.9 + 0.01 * math.sin(i),
                       "train/rewards/format_reward/mean": 0.8 if i < 20 else 0.0, "train/global_step": i + 1}
                      for i in range(60)], run_id="fmtdrop1", name="formatdrop")
+    # TRL: an anti-cheating penalty that is 0 except on three steps, where the policy tried the exploit
+    write_run(root, [{"train/reward": 0.5 + 0.01 * math.sin(i) - (1.0 if i in (15, 33, 47) else 0.0),
+                      "train/rewards/accuracy_reward/mean": 0.5 + 0.01 * math.sin(i),
+                      "train/rewards/no_cheating_penalty/mean": -1.0 if i in (15, 33, 47) else 0.0,
+                      "train/global_step": i + 1} for i in range(60)], run_id="penalty1", name="penalty")
     # verl: every step a little slower, 62 s to 180 s over 60 steps (no single drop a trailing baseline would see)
     write_run(root, [({"critic/score/mean": 0.5, "actor/kl_loss": 0.01, "timing_s/step": 60.0 + 2 * step}, {"step": step})
                      for step in range(1, 61)], run_id="slowing1", name="slowing", project="verl-grpo")
@@ -346,6 +351,7 @@ def tiny(tmp_path_factory):
     ("checkpoint_save_slow", "timing", 8, 8),
     ("reward_component_dead", "deadcomp", 0, 0),
     ("reward_component_dead", "formatdrop", 20, 26),
+    ("reward_hacking", "penalty", 15, 15),
     ("response_truncation", "pinned", 10, 13),
     ("elo_gap_shrinking", "league", 60, 95),
     ("elo_base_model_not_declining", "league", 50, 50),
@@ -378,6 +384,8 @@ def test_targeted_details(tiny):
     assert "at the maximum" in pinned["message"]
     (double,) = tiny("duplicate_steps")["doublelog"]
     assert double["metric"] == "train/global_step" and double["value"] == 20
+    (penalty,) = tiny("reward_hacking")["penalty"]
+    assert penalty["step_end"] == 47 and penalty["value"] == -1.0 and "fired on 3 of 60" in penalty["message"]
     (bench,) = tiny("duplicate_steps")["benchdouble"]
     assert bench["metric"] == "benchmark/step" and bench["value"] == 15
     (restart,) = tiny("duplicate_steps")["restarted"]

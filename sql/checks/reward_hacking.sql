@@ -13,6 +13,9 @@
 -- param min_points = 20      -- without a task metric: steps with a component and the total reward logged
 -- param min_total_t = 2      -- ... the total reward rose: last third above first third by this many standard errors
 -- param max_task_share = 0.25 -- ... while the task components gained at most this share of it, each of them flat:
+-- param max_penalty_share = 0.2 -- a penalty guard: a reward function that is exactly 0 on all but at most this
+--                               share of the steps and negative on the others (anti-cheating, safety, format
+--                               penalties): each step it fired, the policy tried what it guards against (#12 class 5)
 -- param max_component_t = 1  -- its gain below this many SEs (flat or down), or non-zero on under a tenth of the steps
 -- The task metric is task_score (TRL eval/accuracy, verl val-core/*/acc, Diplomacy game/avg_sc_count). Reported at
 -- the task log that closes the first such window (the step it became visible). A run with no task metric but with
@@ -154,3 +157,26 @@ having bool_or(c.is_task)
     and any_value(c.total_gain) > 0
     and sum(c.gain) filter (where c.is_task) <= $max_task_share * any_value(c.total_gain)
     and bool_and((coalesce(c.gain_t, 0) < $max_component_t or c.nonzero_points < 0.1 * c.points)) filter (where c.is_task)
+
+union all by name
+
+select
+    h.run_key,
+    'reward_hacking' as check_name,
+    'warn' as severity,
+    min(h.step) filter (where h.value < 0) as step,
+    max(h.step) filter (where h.value < 0) as step_end,
+    c.key as metric,
+    min(h.value) as value,
+    0 as threshold,
+    printf('penalty %s fired on %d of %d logged steps (down to %.3g; first at steps %s): each time the policy tried '
+           || 'what it guards against; read the samples of those steps and harden the verifier before the policy '
+           || 'finds a variant the penalty misses', c.component, count(*) filter (where h.value < 0), count(*),
+           min(h.value), array_to_string(list(h.step order by h.step) filter (where h.value < 0)[1:5], ', '))
+        as message
+from reward_components as c
+join history as h on h.run_key = c.run_key and h.key = c.key and isfinite(h.value)
+where c.points >= $min_points
+group by h.run_key, c.key, c.component
+having bool_and(h.value <= 0)
+    and count(*) filter (where h.value < 0) between 1 and $max_penalty_share * count(*)
