@@ -283,6 +283,9 @@ def _tiny_runs(root: Path, logs: Path) -> None:
                       "train/rewards/accuracy_reward/mean": 0.5 + 0.01 * math.sin(i),
                       "train/rewards/no_cheating_penalty/mean": -1.0 if i in (15, 33, 47) else 0.0,
                       "train/global_step": i + 1} for i in range(60)], run_id="penalty1", name="penalty")
+    # logging_steps=10: the reward collapses at step 150, between two logged points, 14 points into the run
+    write_run(root, [({"train/reward": (0.6 + 0.02 * math.sin(s)) if s < 150 else 0.01 * (1 + math.sin(s)) / 2,
+                       "train/kl": 0.02}, {"step": s}) for s in range(10, 310, 10)], run_id="coarse01", name="coarse")
     # verl: every step a little slower, 62 s to 180 s over 60 steps (no single drop a trailing baseline would see)
     write_run(root, [({"critic/score/mean": 0.5, "actor/kl_loss": 0.01, "timing_s/step": 60.0 + 2 * step}, {"step": step})
                      for step in range(1, 61)], run_id="slowing1", name="slowing", project="verl-grpo")
@@ -352,6 +355,7 @@ def tiny(tmp_path_factory):
     ("reward_component_dead", "deadcomp", 0, 0),
     ("reward_component_dead", "formatdrop", 20, 26),
     ("reward_hacking", "penalty", 15, 15),
+    ("reward_collapse", "coarse", 150, 150),
     ("response_truncation", "pinned", 10, 13),
     ("elo_gap_shrinking", "league", 60, 95),
     ("elo_base_model_not_declining", "league", 50, 50),

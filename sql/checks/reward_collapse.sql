@@ -71,6 +71,20 @@ episodes as (
         where prior.run_key = e.run_key and prior.onset < e.onset
             and (prior.recovered_at is null or prior.recovered_at > e.onset)
     )
+),
+
+-- The onset is walked back over the low points before the one judged first: a coarse log (logging_steps=10) needs
+-- `min_baseline + lag` points before any is judged, but the collapse started at its first low point (#12 class 2).
+walked as (
+    select
+        e.* exclude (onset),
+        coalesce((
+            select min(r.step) from reward as r
+            where r.run_key = e.run_key and r.step <= e.onset and r.step > coalesce((
+                select max(r2.step) from reward as r2
+                where r2.run_key = e.run_key and r2.step < e.onset and r2.value >= e.bar), -1)
+        ), e.onset) as onset
+    from episodes as e
 )
 
 select
@@ -87,4 +101,4 @@ select
            || 'resume from a checkpoint before step %d with a lower learning rate', base_median, onset_value,
            onset, collapsed_level, case when recovered_at is not null then printf(' until step %d', recovered_at)
            else '' end, onset) as message
-from episodes
+from walked
