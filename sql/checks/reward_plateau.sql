@@ -73,23 +73,14 @@ windows as (
     group by run_key, end_idx
 ),
 
-early as (
-    select run_key, avg(value) as early_level, avg(idx) as early_idx
-    from reward
-    where idx <= greatest(3, ceil($warmup_share * n))
-    group by run_key
-),
-
 fits as (
     select
         windows.*,
         sxy / sxx as slope,
-        sqrt(greatest(syy - sxy * sxy / sxx, 0) / (k - 2) / sxx) as slope_se,
         (sxy / sxx) / greatest(sqrt(greatest(syy - sxy * sxy / sxx, 0) / (k - 2) / sxx), 1e-12) as t,
         (sxy1 / sxx1) / greatest(sqrt(greatest(syy1 - sxy1 * sxy1 / sxx1, 0) / (k1 - 2) / sxx1), 1e-12) as t1,
         (sxy2 / sxx2) / greatest(sqrt(greatest(syy2 - sxy2 * sxy2 / sxx2, 0) / (k2 - 2) / sxx2), 1e-12) as t2
     from windows
-    join early using (run_key)
     where k = w and k1 > 2 and k2 > 2 and sxx > 0 and sxx1 > 0 and sxx2 > 0
 ),
 
