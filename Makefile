@@ -4,9 +4,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 export GRPOLENS_HOME ?= $(CURDIR)/warehouse
-export GRPOLENS_WANDB_DIRS ?= $(GRPOLENS_HOME)/demo_runs
-export GRPOLENS_TRAINER_LOGS ?= $(GRPOLENS_HOME)/demo_trainer_logs
-export GRPOLENS_EVENT_FILES ?= $(GRPOLENS_HOME)/demo_events
+# The demo's folders, once `make demo` has written them (a configured folder that does not exist fails a refresh).
+export GRPOLENS_WANDB_DIRS ?= $(wildcard $(GRPOLENS_HOME)/demo_runs)
+export GRPOLENS_TRAINER_LOGS ?= $(wildcard $(GRPOLENS_HOME)/demo_trainer_logs)
+export GRPOLENS_EVENT_FILES ?= $(wildcard $(GRPOLENS_HOME)/demo_events)
 
 .PHONY: setup demo test ui bench manifest clean
 
