@@ -12,7 +12,9 @@ import pytest
 
 from pipeline.settings import DBT_PROJECT_DIR, PROJECT_ROOT, Settings
 
-REAL_RUNS = PROJECT_ROOT.parent / "shared" / "real-runs"
+# The project's development runs (public GRPO runs with their SOURCE and license notes), vendored so a clone with
+# nothing beside it passes; the labelled evaluation set is tests/fixtures/real/.
+REAL_RUNS = PROJECT_ROOT / "tests" / "fixtures" / "real-runs"
 LENGTH_COLLAPSE = REAL_RUNS / "wandb-binary-verl-opd-qwen2-3b-lengthcollapse"
 BIN = Path(sys.executable).parent
 

@@ -19,9 +19,10 @@ from pipeline._items import HistoryColumns, SummaryFold
 from pipeline.sources import wandb_log
 from pipeline.sources.wandb_records import SummaryUpdates, decode_history, peek_kind, timestamp_us
 from pipeline.values import _loads, classify, decode_columns, logged_json
+from tests.conftest import LENGTH_COLLAPSE
 from tests.wandb_writer import write_run
 
-REAL_RUN = Path(__file__).resolve().parents[2] / "shared" / "real-runs" / "wandb-binary-verl-opd-qwen2-3b-lengthcollapse"
+REAL_RUN = LENGTH_COLLAPSE
 
 
 def records(path: Path) -> list[bytes]:

@@ -1,6 +1,6 @@
 """Trainer logs as a source: trainer_state.json, JSONL metric logs, TRL and verl console logs.
 
-The real files under /work/shared/real-runs are the fixtures: every value the lake holds must be the value the
+The real files under tests/fixtures/real-runs are the fixtures: every value the lake holds must be the value the
 file holds. Synthetic files (written here, in tmp_path) cover what the real ones do not: growth mid-line, bad
 lines, rewritten snapshots, console noise.
 """

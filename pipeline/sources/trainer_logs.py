@@ -602,7 +602,7 @@ class TrainerLogIngest:
             self.report.issues.append(FileIssue(str(path), 0, 0, "unreadable", str(exc)))
             return None
         except (ValueError, RecursionError) as exc:  # being rewritten right now, or damaged: read again once it changes
-            why = f"nested too deeply for a JSON decoder" if isinstance(exc, RecursionError) else exc
+            why = "nested too deeply for a JSON decoder" if isinstance(exc, RecursionError) else exc
             self.report.issues.append(FileIssue(str(path), 0, size, "bad_file", f"not JSON: {why}"))
             return None
         if may_hold_surrogates(raw):
