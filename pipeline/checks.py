@@ -6,6 +6,8 @@ A check file starts with a header of `--` lines that the runner reads:
     -- severity: error                 default severity of its rows (a row may set its own)
     -- reads: metrics                  warehouse tables it reads; the first is the Dagster asset it checks
     -- requires: kl                    canonical metrics a run must have for the check to apply to it
+    -- role: symptom                   cause | symptom | outcome: how a report orders findings that start together
+    -- advice: learning_rate down: Lower the learning rate     one action (lever, up|down|do, text); repeatable
     -- param mad_factor = 6            a threshold, bound as the DuckDB parameter $mad_factor
 
 and then one SELECT returning rows shaped like `anomalies` (ANOMALY_COLUMNS). Thresholds are real query
@@ -25,6 +27,10 @@ ANOMALY_COLUMNS = ("run_key", "check_name", "severity", "step", "step_end", "met
 # Rules over the event marts flag a dataset's hours, not a run's steps: run_key and step are null, these say where.
 EVENT_COLUMNS = ("dataset", "started_at", "ended_at")
 SEVERITIES = ("info", "warn", "error")
+# A finding's place in a story of findings that start together: a cause (length collapse) shows up as symptoms
+# (grad-norm spike) and outcomes (reward collapse); a report names the cause first.
+ROLES = ("cause", "symptom", "outcome")
+_ADVICE = re.compile(r"^(?P<lever>[a-z_]+)\s+(?P<direction>up|down|do)\s*:\s*(?P<text>\S.*)$")
 _HEADER = re.compile(r"^--\s*(?P<key>[a-z_]+)\s*:\s*(?P<value>.*)$")
 _PARAM = re.compile(r"^--\s*param\s+(?P<name>[a-z_][a-z0-9_]*)\s*=\s*(?P<value>[^\s]+)\s*(?:--\s*(?P<doc>.*))?$")
 
@@ -34,6 +40,15 @@ DETECTORS = SQL_DIR / "detectors.sql"  # shared macros the rules call (wilson_lo
 
 class CheckError(ValueError):
     pass
+
+
+@dataclass(frozen=True)
+class Advice:
+    """One action a rule recommends. Two actions on the same lever in opposite directions (learning_rate up and
+    down) conflict; the same lever and direction is one action however many rules ask for it."""
+    lever: str
+    direction: str  # up | down | do
+    text: str
 
 
 @dataclass(frozen=True)
@@ -47,6 +62,8 @@ class Check:
     param_docs: dict[str, str]
     sql: str
     path: Path
+    role: str = "cause"
+    advice: tuple[Advice, ...] = ()
 
     def bound(self, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         params = dict(self.params)
@@ -69,7 +86,8 @@ def _number(text: str) -> Any:
 
 def parse_check(path: Path) -> Check:
     text = path.read_text(encoding="utf-8")
-    name, description, severity, reads, requires = path.stem, "", "warn", (), ()
+    name, description, severity, reads, requires, role = path.stem, "", "warn", (), (), "cause"
+    advice: list[Advice] = []
     params: dict[str, Any] = {}
     docs: dict[str, str] = {}
     for line in text.splitlines():
@@ -90,11 +108,20 @@ def parse_check(path: Path) -> Check:
                 reads = tuple(v.strip() for v in value.split(",") if v.strip())
             elif key == "requires":
                 requires = tuple(v.strip() for v in value.split(",") if v.strip())
+            elif key == "role":
+                role = value
+            elif key == "advice":
+                action = _ADVICE.match(value)
+                if action is None:
+                    raise CheckError(f"{path.name}: `-- advice:` must read `lever up|down|do: text`, not {value!r}")
+                advice.append(Advice(action["lever"], action["direction"], action["text"].strip()))
     if severity not in SEVERITIES:
         raise CheckError(f"{path.name}: severity must be one of {SEVERITIES}, not {severity!r}")
     if not reads:
         raise CheckError(f"{path.name}: the header must say which tables it reads (-- reads: ...)")
-    return Check(name, description, severity, reads, requires, params, docs, text, path)
+    if role not in ROLES:
+        raise CheckError(f"{path.name}: role must be one of {ROLES}, not {role!r}")
+    return Check(name, description, severity, reads, requires, params, docs, text, path, role, tuple(advice))
 
 
 def load_checks(directory: Path = SQL_DIR / "checks") -> list[Check]:

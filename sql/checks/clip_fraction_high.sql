@@ -2,6 +2,9 @@
 -- severity: warn
 -- reads: metrics
 -- requires: clip_fraction
+-- role: symptom
+-- advice: learning_rate down: Lower the learning rate
+-- advice: ppo_epochs down: Use fewer PPO epochs per batch
 -- param max_fraction = 0.3   -- clip fraction above this is too high (reference: > 0.3, learning rate too high)
 -- param error_fraction = 0.5 -- half of all tokens clipped: the update is mostly discarded
 -- param smooth = 5           -- judged on the median of the last this many logged steps

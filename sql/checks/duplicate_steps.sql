@@ -3,6 +3,8 @@
 -- severity: warn
 -- reads: history, runs
 -- requires:
+-- role: cause
+-- advice: logging do: Check that a resumed run continued from the checkpoint of the step it restarted at
 -- param min_repeats = 1      -- trainer steps logged twice before it is worth a flag
 -- Two signs, each reported once per run:
 -- * history.versions > 1: one (run, step, key) arrived more than once, e.g. a trainer restarted from a checkpoint

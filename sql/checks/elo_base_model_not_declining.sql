@@ -2,6 +2,9 @@
 -- severity: warn
 -- reads: elo_ratings
 -- requires:
+-- role: outcome
+-- advice: reward_signal do: Check that rewards vary within groups and the reward signal reaches the policy
+-- advice: learning_rate up: Raise the learning rate
 -- param min_steps = 50       -- league steps before the question is asked (reference: gaps of 20-50 Elo after 50)
 -- param tail = 20            -- the base model's level is the mean of its as-of rating over the last this many steps
 -- param z = 1                -- declining: that level is more than z rating sigmas below the seed rating

@@ -2,6 +2,8 @@
 -- severity: warn
 -- reads: elo_gap
 -- requires:
+-- role: outcome
+-- advice: checkpoint do: Resume from the best checkpoint
 -- param smooth = 20          -- the gap's level is the mean of its as-of value over the last this many steps
 -- param z = 1.5              -- shrinking: the level is more than z gap standard errors below its running peak
 -- param sustain = 10         -- for at least this many consecutive steps

@@ -2,6 +2,8 @@
 -- severity: error
 -- reads: metrics
 -- requires: entropy
+-- role: cause
+-- advice: exploration up: Raise the sampling temperature or add an entropy bonus
 -- param floor = 0.1            -- entropy below this is collapsed (reference: < 0.1)
 -- param drop_ratio = 0.25      -- and below this share of the run's early entropy
 -- param sustain = 5            -- for at least this many consecutive logged steps

@@ -2,6 +2,8 @@
 -- severity: warn
 -- reads: metrics, runs, health
 -- requires: rollout_failed_count, trajectories
+-- role: cause
+-- advice: rollout_errors do: Read the rollout_error events of the flagged hours for the cause
 -- param warn_rate = 0.01     -- degraded above this (reference: < 1% healthy)
 -- param error_rate = 0.05    -- unhealthy above this (reference: < 5% degraded, else unhealthy)
 -- param window = 10          -- the rate is summed over the last this many logged steps

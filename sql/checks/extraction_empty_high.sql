@@ -2,6 +2,9 @@
 -- severity: warn
 -- reads: history, extraction
 -- requires:
+-- role: cause
+-- advice: samples do: Read empty responses (raw_response_length) for truncation or refusals
+-- advice: length_limit up: Raise the response length limit if empty answers are cut-off ones
 -- param max_share = 0.05     -- empty share above this is too high (reference: < 5% empty)
 -- param error_share = 0.2    -- a fifth of the responses empty: error
 -- param window = 5           -- the share is summed over the last this many logged steps (counts are small)

@@ -2,6 +2,9 @@
 -- severity: warn
 -- reads: metrics, extraction
 -- requires: extraction_rate
+-- role: cause
+-- advice: samples do: Inspect empty and partial responses for the format the model writes instead
+-- advice: kl_penalty up: Raise the KL penalty so the format does not drift
 -- param min_rate = 0.95      -- healthy extraction is above this (reference: > 95% extracted)
 -- param error_rate = 0.8     -- below this a fifth of the answers is lost: error
 -- param smooth = 5           -- judged on the median of the last this many logged steps

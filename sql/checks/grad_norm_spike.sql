@@ -2,6 +2,10 @@
 -- severity: warn
 -- reads: metrics
 -- requires: grad_norm
+-- role: symptom
+-- advice: grad_clip down: Clip gradients (max_grad_norm about 1.0)
+-- advice: learning_rate down: Lower the learning rate
+-- advice: bad_batch do: Look for a bad batch at the onset step
 -- param window = 20          -- logged steps in the trailing baseline (the step itself excluded)
 -- param mad_factor = 6       -- how far above the baseline median of log(grad_norm), in robust SDs (1.4826 MAD)
 -- param min_ratio = 4        -- and at least this many times the baseline median (2x bumps are normal)

@@ -2,6 +2,8 @@
 -- severity: warn
 -- reads: metrics
 -- requires: grad_norm
+-- role: symptom
+-- advice: reward_signal do: Check that the loss depends on the policy and that advantages are non-zero (reward variance within groups)
 -- param floor = 0.0001       -- a grad norm below this is vanishing (reference: < 1e-4)
 -- param sustain = 5          -- for at least this many consecutive logged steps
 -- param zero_share = 0.2     -- or exactly 0 on at least this share of the run's logged steps (and >= sustain steps)

@@ -2,6 +2,9 @@
 -- severity: warn
 -- reads: metrics
 -- requires: kl
+-- role: cause
+-- advice: kl_penalty up: Raise the KL penalty (kl_beta / kl_coef)
+-- advice: learning_rate down: Lower the learning rate
 -- param window = 20          -- logged steps in each trend window (an OLS line kl ~ step)
 -- param min_points = 12      -- fewest finite points a window needs
 -- param min_t = 4            -- the slope must be this many standard errors above 0

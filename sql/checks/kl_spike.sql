@@ -2,6 +2,10 @@
 -- severity: warn
 -- reads: metrics
 -- requires: kl
+-- role: symptom
+-- advice: learning_rate down: Lower the learning rate
+-- advice: kl_penalty up: Raise the KL penalty (kl_beta / kl_coef)
+-- advice: bad_batch do: Look for a bad batch at the onset step
 -- param window = 10          -- logged steps on each side that make the level around a step (the step excluded)
 -- param mad_factor = 3       -- how far above that level, in robust standard deviations of log KL (1.4826 MAD)
 -- param min_ratio = 3        -- and at least this many times the level (KL's noise is multiplicative)

@@ -2,6 +2,10 @@
 -- severity: error
 -- reads: metrics
 -- requires: loss
+-- role: cause
+-- advice: checkpoint do: Resume from the last good checkpoint
+-- advice: learning_rate down: Lower the learning rate
+-- advice: precision do: Look for an fp16 overflow or an empty batch (bf16 avoids the first)
 -- Every non-finite value counts (no threshold): consecutive non-finite logged steps are one episode, reported at
 -- its first step; step_end is the last non-finite step when finite values came back, null when they never did.
 with loss as (

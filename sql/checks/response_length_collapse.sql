@@ -2,6 +2,10 @@
 -- severity: error
 -- reads: metrics
 -- requires: response_length_mean
+-- role: cause
+-- advice: samples do: Read samples around the onset for the degenerate answers
+-- advice: reward_design do: Check the reward for a length or format exploit
+-- advice: learning_rate down: Lower the learning rate
 -- param window = 20          -- logged steps in the trailing baseline (median; the step itself excluded)
 -- param min_baseline = 5     -- logged steps needed before a baseline counts
 -- param drop_ratio = 0.3     -- collapsed: below this share of the baseline median

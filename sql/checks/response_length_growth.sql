@@ -2,6 +2,9 @@
 -- severity: warn
 -- reads: metrics
 -- requires: response_length_mean
+-- role: cause
+-- advice: length_penalty up: Add a length penalty (or an overlong penalty)
+-- advice: samples do: Check samples for truncation and repetition
 -- param window = 20          -- logged steps in each trend window (OLS line length ~ step)
 -- param min_points = 12      -- fewest finite points a window needs
 -- param min_t = 4            -- the length slope must be this many standard errors above 0

@@ -2,6 +2,9 @@
 -- severity: warn
 -- reads: metrics, runs
 -- requires: response_length_mean
+-- role: cause
+-- advice: length_limit up: Raise the response length limit (max_completion_length / max_response_length)
+-- advice: length_penalty up: Add an overlong penalty or mask truncated samples
 -- param warn_share = 0.05    -- truncated share worth a warning (reference: >= 5%)
 -- param error_share = 0.15   -- serious (reference: >= 15%; > 50% means most samples are cut)
 -- param smooth = 20          -- judged on the mean share of the last this many logged steps (a pooled share:

@@ -2,6 +2,9 @@
 -- severity: error
 -- reads: metrics
 -- requires: reward_mean
+-- role: outcome
+-- advice: checkpoint do: Resume from a checkpoint before the collapse
+-- advice: learning_rate down: Lower the learning rate
 -- param window = 20          -- logged steps in the baseline (median and MAD)
 -- param lag = 10             -- the baseline ends this many logged steps before the step judged, so a collapse
 --                               that takes a few steps to unfold is still compared with the level before it

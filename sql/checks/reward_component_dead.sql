@@ -2,6 +2,8 @@
 -- severity: warn
 -- reads: history, reward_components
 -- requires:
+-- role: cause
+-- advice: reward_design do: Check the component's parser against real completions, or drop it
 -- param min_points = 10      -- a component needs this many logged steps before "never moved" means anything
 -- param tolerance = 1e-9     -- max - min at or below this is "constant"
 -- Components are the history keys rewards/<func> or rewards/<func>/mean, with or without a train/ prefix (they are

@@ -3,6 +3,8 @@
 -- severity: warn
 -- reads: reward_components
 -- requires: reward_mean
+-- role: cause
+-- advice: reward_design do: Lower the shaping term's weight or make it conditional on a correct answer
 -- param min_points = 20      -- steps with both the component and the total reward logged
 -- param min_share = 0.7      -- the term carries this share of the total's gain, or of its variance
 -- param min_total_t = 2      -- the total reward rose: last third above first third by this many standard errors

@@ -2,6 +2,9 @@
 -- severity: warn
 -- reads: metrics, reward_components
 -- requires: reward_mean
+-- role: cause
+-- advice: samples do: Read samples for the loophole the policy exploits
+-- advice: reward_design do: Harden the verifier and the per-function rewards against it
 -- param task_points = 5      -- each window spans this many consecutive task-metric logs (evaluations are sparse)
 -- param min_reward_points = 10 -- fewest reward logs inside a window
 -- param min_reward_t = 4     -- the reward's OLS slope over the window must be this many standard errors above 0

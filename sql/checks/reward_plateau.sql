@@ -2,6 +2,10 @@
 -- severity: warn
 -- reads: metrics
 -- requires: reward_mean
+-- role: outcome
+-- advice: reward_signal do: Check that rewards vary within groups (reward_std)
+-- advice: learning_rate up: Raise the learning rate, or lower the KL penalty
+-- advice: task do: Check that the task is not too hard for the model
 -- param window = 60          -- logged steps in a plateau window, at least (shorter windows cannot tell a slow
 --                               learner from a stalled one at the reward noise real runs have) ...
 -- param window_share = 0.4   -- ... and at least this share of the run's logged steps (late learning is slow) ...

@@ -2,6 +2,10 @@
 -- severity: warn
 -- reads: metrics
 -- requires: frac_reward_zero_std
+-- role: cause
+-- advice: prompts do: Use harder prompts (or filter solved ones)
+-- advice: generations up: Sample more generations per prompt
+-- advice: reward_design do: Use a finer-grained reward
 -- param max_share = 0.5      -- share of zero-variance groups that means little learning signal is left
 -- param error_share = 0.9    -- nearly every group tied over the whole episode: no learning signal at all
 -- param smooth = 10          -- judged on the mean share over the last this many logged steps

@@ -2,6 +2,8 @@
 -- severity: warn
 -- reads: metrics
 -- requires: rollout_failed_count
+-- role: cause
+-- advice: rollout_errors do: Read the rollout_error events (error, phase) for the cause
 -- param max_failed = 0       -- failures per step above this are flagged (reference: failed rollouts, healthy 0)
 -- param error_failed = 10    -- this many failures in one episode is an error
 -- From W&B until rollout_error events are in the warehouse: rollout_failed_count is Diplomacy rollout/failed_count,

@@ -2,6 +2,8 @@
 -- severity: warn
 -- reads: runs
 -- requires:
+-- role: outcome
+-- advice: process do: Check the process, its GPU and logs; restart from the last checkpoint
 -- param warn_minutes = 10    -- silent this long: warning (reference: > 10 min stale)
 -- param error_minutes = 30   -- silent this long: error, the run is hung or dead (reference: > 30 min critical)
 -- param abandoned_hours = 24 -- silent longer than this: info only. Nobody is waiting on such a run any more: it

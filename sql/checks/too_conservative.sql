@@ -2,6 +2,9 @@
 -- severity: warn
 -- reads: metrics
 -- requires: reward_mean, kl
+-- role: cause
+-- advice: learning_rate up: Raise the learning rate
+-- advice: kl_penalty down: Lower the KL penalty (kl_beta)
 -- param window = 60          -- logged reward steps per window (as reward_plateau)
 -- param t_flat = 2           -- flat: the reward's OLS slope over the window and each half within this many SEs of 0
 -- param warmup_share = 0.1   -- windows must start after the first tenth of the run
