@@ -3,9 +3,7 @@
 -- reference that played in the run's league. The trend is an OLS line rating ~ step over the OBSERVED
 -- ratings only (forward-filled as-of rows would fake extra points and shrink the error), reported per
 -- 100 steps with its standard error and a 95% interval slope +- t(0.975, n-2) * se.
--- t critical value: exact for df = 1 (12.7062) and df = 2 (4.3027); for df >= 3 the Cornish-Fisher
--- expansion of the t quantile around z = 1.959964 (Abramowitz & Stegun 26.7.5, terms to 1/df^4),
--- absolute error < 0.004 at df = 3 and < 0.0001 from df = 10.
+-- t critical value: macro t_critical_975 (exact for df = 1 and 2, Cornish-Fisher from df = 3).
 -- Verdict: n < 3 -> insufficient_data; interval entirely below 0 -> declining (the policy learns);
 -- entirely above 0 -> rising; otherwise flat.
 with observations as (
@@ -71,18 +69,7 @@ fit as (
 with_t as (
     select
         *,
-        case
-            when df = 1 then 12.7062
-            when df = 2 then 4.3027
-            when df >= 3 then
-                1.959964
-                + (pow(1.959964, 3) + 1.959964) / (4 * df)
-                + (5 * pow(1.959964, 5) + 16 * pow(1.959964, 3) + 3 * 1.959964) / (96 * pow(df, 2))
-                + (3 * pow(1.959964, 7) + 19 * pow(1.959964, 5) + 17 * pow(1.959964, 3) - 15 * 1.959964)
-                    / (384 * pow(df, 3))
-                + (79 * pow(1.959964, 9) + 776 * pow(1.959964, 7) + 1482 * pow(1.959964, 5)
-                    - 1920 * pow(1.959964, 3) - 945 * 1.959964) / (92160 * pow(df, 4))
-        end as t_critical
+        {{ t_critical_975('df') }} as t_critical
     from fit
 ),
 

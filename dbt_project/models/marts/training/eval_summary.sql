@@ -1,0 +1,81 @@
+-- What did evaluation say, and where did it go? One row per run and evaluation key: first, last and best
+-- value with their steps. Evaluation keys are history keys named like evaluation: the prefixes eval/,
+-- eval_ (Hugging Face Trainer), val/, val-core/, val-aux/ (verl), test/, the Diplomacy trainer's
+-- benchmark/overall_score and benchmark/vs_*, and keys with pass@ or accuracy under an eval/val path
+-- segment (gsm8k/eval/pass@1, validation/accuracy, val_accuracy). Left out: internal keys (_runtime...) and
+-- what evaluating cost rather than what it found (runtime, samples/steps per second, epoch).
+-- Only numeric values count (W&B media and other text rows have no value); points are the finite values,
+-- NaN/inf are counted apart. Best is the maximum unless the key names a loss, error or perplexity
+-- (var eval_lower_is_better_pattern), then the minimum; best_step is the first step that reached it.
+-- History can hold 10^7+ rows: the key filter runs on the distinct keys, then only their rows are read.
+with history_keys as (
+    select distinct key
+    from {{ ref('history') }}
+),
+
+eval_keys as (
+    select
+        key,
+        not regexp_matches(lower(key), '{{ var("eval_lower_is_better_pattern") }}') as higher_is_better
+    from history_keys
+    where not starts_with(key, '_')
+        and (
+            regexp_matches(key, '^(eval/|eval_|val/|val-core/|val-aux/|test/|benchmark/vs_)')
+            or key = 'benchmark/overall_score'
+            or (
+                regexp_matches(key, '(pass@|accuracy)')
+                and regexp_matches(lower(key), '(^|/)(eval|evaluation|val|valid|validation)($|[-_/@])')
+            )
+        )
+        and not regexp_matches(lower(key), '(^|[/_])(runtime|samples_per_second|steps_per_second|epoch)$')
+),
+
+history as (
+    select h.run_key, h.key, h.step, h.value, k.higher_is_better
+    from {{ ref('history') }} as h
+    join eval_keys as k on h.key = k.key
+    where h.value is not null and h.value_text is null
+),
+
+summarised as (
+    select
+        run_key,
+        key,
+        any_value(higher_is_better) as higher_is_better,
+        count(*) filter (where isfinite(value)) as points,
+        count(*) filter (where not isfinite(value)) as nonfinite_points,
+        min(step) filter (where isfinite(value)) as first_step,
+        max(step) filter (where isfinite(value)) as last_step,
+        arg_min(value, step) filter (where isfinite(value)) as first_value,
+        arg_max(value, step) filter (where isfinite(value)) as last_value,
+        min(value) filter (where isfinite(value)) as min_value,
+        max(value) filter (where isfinite(value)) as max_value,
+        first(step order by value desc, step) filter (where isfinite(value)) as max_step,
+        first(step order by value asc, step) filter (where isfinite(value)) as min_step
+    from history
+    group by run_key, key
+),
+
+final as (
+    select
+        run_key,
+        key,
+        higher_is_better,
+        points,
+        nonfinite_points,
+        first_step,
+        last_step,
+        first_value,
+        last_value,
+        case when higher_is_better then max_value else min_value end as best_value,
+        case when higher_is_better then max_step else min_step end as best_step,
+        case when higher_is_better then min_value else max_value end as worst_value,
+        last_value - first_value as change,
+        -- the change in the better direction: > 0 means evaluation improved from first to last
+        case when higher_is_better then last_value - first_value else first_value - last_value end
+            as improvement,
+        last_value = case when higher_is_better then max_value else min_value end as last_is_best
+    from summarised
+)
+
+select * from final
