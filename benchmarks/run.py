@@ -403,6 +403,10 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.cloud import bench_cloud, print_cloud
 
     cloud = bench_cloud(3, args.quick)
+    say("7. run reports")
+    from benchmarks.reports import bench_reports, print_reports
+
+    reports = bench_reports(3 if args.quick else 5)
     say("5. checks on the labelled suite")
     import tempfile
 
@@ -422,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     res = {"mode": "quick" if args.quick else "full", "cpus": os.cpu_count(), "python": platform.python_version(),
            "data_sets": data_sets, "throughput": throughput, "memory": memory,
            "memory_summary": memory_summary(memory), "refresh": refresh, "events": events,
-           "checks": check_scores, "checks_real": real_scores, "checks_synthetic": synthetic_scores, "cloud": cloud,
+           "checks": check_scores, "checks_real": real_scores, "checks_synthetic": synthetic_scores, "cloud": cloud, "reports": reports,
            "total_s": time.perf_counter() - started}
     print_report(res)
     print_events(events)
@@ -440,6 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     print("    per seed: " + "; ".join(f"{s}: precision {t['precision']:.2f} recall {t['recall']:.2f}"
                                        for s, t in seeds.items()))
     print_cloud(cloud)
+    print_reports(reports)
     if profile:
         print("cProfile of one in-process ingest of the throughput set (top by own time):")
         print(profile)

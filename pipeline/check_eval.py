@@ -386,6 +386,7 @@ def evaluate_real(home: Path, folder: Path = REAL_FIXTURES, progress=None) -> di
     result = score_real(runs, flags)
     result["errors"] = [f"{o.check.name}: {o.error}" for o in outcomes if o.error]
     result["unmatched"] = sorted({run["name"] for run in runs} - set(names.values()))
+    result["home"], result["run_keys"], result["findings"] = settings.home, {n: k for k, n in names.items()}, flags
     return result
 
 

@@ -70,20 +70,97 @@ def cmd_refresh(args, settings: Settings) -> int:
 
 
 def _resolve_run(settings: Settings, run: str) -> str:
-    """A run given as its run_key, run id or name (a name must be unambiguous)."""
+    """A run given as its run_key, run id or name (a name must be unambiguous); an unknown one suggests close names."""
+    import difflib
+
     from pipeline import warehouse
 
     con = warehouse.connect_readonly(settings)
     try:
         found = con.execute("select run_key, name from runs where run_key = $r or run_id = $r or name = $r",
                             {"r": run}).fetchall()
+        known = [] if found else con.execute("select run_key, run_id, name from runs").fetchall()
     finally:
         con.close()
     if not found:
-        raise UserError(f"no run {run!r} in the warehouse (give a run_key, run id or name)")
+        names = sorted({v for row in known for v in row if v})
+        close = difflib.get_close_matches(run, names, n=3, cutoff=0.5)
+        hint = f"; did you mean {' or '.join(close)}?" if close else " (give a run_key, run id or name)"
+        raise UserError(f"no run {run!r} in the warehouse{hint}")
     if len(found) > 1:
-        raise UserError(f"{run!r} names {len(found)} runs; use one of: " + ", ".join(k for k, _ in found))
+        raise UserError(f"{run!r} names {len(found)} runs; use one of: " +
+                        ", ".join(f"{k} ({n})" for k, n in found))
     return found[0][0]
+
+
+def _ingest_path(settings: Settings, path: Path) -> str:
+    """Ingest one run folder or log file into the home (building and checking if anything changed) and return the
+    run it holds: a W&B run folder or `.wandb` file goes through the offline reader, anything else through the
+    trainer-log reader."""
+    from dataclasses import replace
+
+    from pipeline import warehouse
+    from pipeline.checks import check_warehouse
+    from pipeline.ingest import ingest
+
+    target = path.resolve()
+    is_wandb = target.suffix == ".wandb" or (target.is_dir() and next(target.rglob("*.wandb"), None) is not None)
+    root = target.parent if target.is_file() and is_wandb else target
+    if is_wandb:
+        reports = ingest(replace(settings, wandb_dirs=(root,)), ("wandb_offline",), progress=_say)
+    else:
+        reports = ingest(replace(settings, trainer_logs=(root,)), ("trainer_log",), progress=_say)
+    _fail_if_misconfigured(reports)
+    if not warehouse.is_up_to_date(settings):
+        warehouse.build(settings, progress=_say, stamp=False)
+        check_warehouse(settings)
+        warehouse.stamp_build(settings)
+    con = warehouse.connect_readonly(settings)
+    try:
+        rows = con.execute("select run_key, name, source_files from runs").fetchall()
+    finally:
+        con.close()
+    inside = [(key, name) for key, name, files in rows
+              if any(Path(f) == target or Path(f).is_relative_to(target) for f in files or [])]
+    if not inside:
+        raise UserError(f"no run found in {path} (a W&B run folder, a .wandb file, a trainer_state.json, a JSONL "
+                        "metrics file or a console log)")
+    if len(inside) > 1:
+        raise UserError(f"{path} holds {len(inside)} runs; name one: " + ", ".join(n or k for k, n in inside))
+    return inside[0][0]
+
+
+def cmd_report(args, settings: Settings) -> int:
+    import json
+
+    from pipeline import checks as checks_mod
+    from pipeline import warehouse
+    from pipeline.report import run_report, tracker
+
+    as_path = Path(args.run).expanduser()
+    if as_path.exists() and ("/" in args.run or as_path.suffix or as_path.is_dir()):
+        run_key = _ingest_path(settings, as_path)
+    else:
+        run_key = _resolve_run(settings, args.run)
+    rules = checks_mod.load_checks()
+    findings = [row for outcome in checks_mod.check_warehouse(settings, run_key, persist=False)
+                for row in outcome.rows]
+    con = warehouse.connect_readonly(settings)
+    try:
+        run = dict(zip(("run_key", "name", "run_id"), con.execute(
+            "select run_key, name, run_id from runs where run_key = $k", {"k": run_key}).fetchone()))
+        out = Path(args.out) if args.out else run_report.report_dir(settings.reports_dir, run)
+        doc = run_report.build(con, run_key, rules, out, findings)
+    finally:
+        con.close()
+    if args.tracker:
+        tracker.update(Path(args.tracker), doc, doc["files"]["markdown"])
+    if args.format == "json":
+        print(json.dumps(doc, default=str, indent=1))
+    else:
+        print(Path(doc["files"]["markdown"]).read_text(encoding="utf-8"), end="")
+    _say(f"{doc['run']}: {doc['verdict']} — report in {doc['files']['markdown']}")
+    return 0
 
 
 def cmd_check(args, settings: Settings) -> int:
@@ -225,6 +302,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exit with status 2 when anything this severe or worse is flagged (for a training job's CI)")
     p.add_argument("--explain", action="store_true", help="also say which checks could not apply to which runs, and why")
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("report", help="one run's verdict, root cause, recommendation, sections and plots",
+                       description="Write a run's report (Markdown + PNG) and print it. RUN is a run name, run id, "
+                                   "run_key, or a path to a run (W&B run folder, .wandb file, trainer_state.json, "
+                                   "JSONL or console log), which is ingested into the home first. "
+                                   "Example: grpolens report ./wandb/latest-run")
+    p.add_argument("run", metavar="RUN", help="run name, run id, run_key, or a path to a run folder or log file")
+    p.add_argument("--out", help="folder for report.md, report.json and the plots (default: "
+                                 "$GRPOLENS_HOME/reports/<run name>/)")
+    p.add_argument("--format", choices=["md", "json"], default="md",
+                   help="md: print the Markdown report; json: print one JSON document (fields in the README)")
+    p.add_argument("--tracker", help="add or update this run's entry in a Markdown experiment tracker, e.g. "
+                                     "docs/experiment-tracker.md")
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("sql", help="run a read-only SQL query against the warehouse")
     p.add_argument("query", nargs="?", help="SQL text")

@@ -60,6 +60,11 @@ def run_demo(settings: Settings, scale: float = 1.0, progress: Callable[[str], N
     progress(summary(settings))
     progress(f"Checks: {len(flagged)} anomalies flagged ({sum(r['severity'] == 'error' for r in flagged)} errors); "
              "list them with `.venv/bin/grpolens check`")
+    from pipeline.report.batch import verdict_table, write_reports
+
+    reports = write_reports(settings)
+    progress(f"\nReports ({settings.reports_dir}; one run: `.venv/bin/grpolens report RUN`):")
+    progress(verdict_table(reports, settings.reports_dir))
     progress(f"demo finished in {time.perf_counter() - started:.1f}s")
 
 

@@ -31,3 +31,29 @@ def test_labels_name_real_checks_and_their_files_exist():
         assert {p["check"] for p in run["problems"]} | {a["check"] for a in run["acceptable"]} <= names, run["name"]
         assert all((run["folder"] / f).is_file() for f in run["files"]), run["name"]
         assert (run["folder"] / "SOURCE.txt").is_file(), run["name"]
+
+
+def test_reports_of_real_runs_give_the_labelled_verdict_and_a_labelled_root_cause(scored):
+    """`grpolens report` on runs nobody here wrote: a healthy run reads healthy; a run with problems reads watch or
+    unhealthy, and its root cause is one of the problems its numbers show."""
+    from pipeline import checks, warehouse
+    from pipeline.report import run_report
+    from pipeline.settings import Settings
+
+    rules = checks.load_checks()
+    con = warehouse.connect_readonly(Settings(home=scored["home"]))
+    wrong = []
+    try:
+        for run in check_eval.load_real_labels():
+            doc = run_report.build(con, scored["run_keys"][run["name"]], rules,
+                                   findings=scored["findings"].get(run["name"], []))
+            allowed = {p["check"] for p in run["problems"]} | {a["check"] for a in run["acceptable"]}
+            root = (doc["root_cause"] or {}).get("check")
+            accepted = {a["check"] for a in run["acceptable"]}
+            if run["verdict"] == "healthy" and doc["verdict"] != "healthy" and root not in accepted:
+                wrong.append(f"{run['name']}: healthy run reads {doc['verdict']} ({root})")
+            elif run["verdict"] != "healthy" and (doc["verdict"] == "healthy" or root not in allowed):
+                wrong.append(f"{run['name']}: reads {doc['verdict']} with root cause {root}, labels {sorted(allowed)}")
+    finally:
+        con.close()
+    assert not wrong, "\n".join(wrong)

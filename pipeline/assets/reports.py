@@ -1,0 +1,38 @@
+"""Per-run reports as a Dagster asset: downstream of `anomalies` (and so of every mart the checks read), it
+redraws the reports of the runs that changed and shows the verdict of every run, with the main plot of the
+unhealthy ones, on the asset page."""
+
+import dagster as dg
+
+from pipeline.report import batch
+from pipeline.resources import GrpolensResource
+
+MAX_PLOTS_IN_METADATA = 6  # each plot travels base64 inside the event log: a few, not one per run
+
+
+@dg.asset(
+    group_name="reports",
+    kinds={"markdown"},
+    deps=["anomalies"],
+    description="One report per run (verdict, root cause, recommendation, sections, plots) in "
+                "$GRPOLENS_HOME/reports/<run name>/; only runs whose data or findings changed are redrawn.",
+)
+def run_reports(context: dg.AssetExecutionContext, grpolens: GrpolensResource) -> dg.MaterializeResult:
+    from pipeline.report.plots import markdown_image
+
+    settings = grpolens.settings()
+    summaries = batch.write_reports(settings, progress=context.log.info)
+    metadata: dict[str, object] = {
+        "verdicts": dg.MetadataValue.md(batch.verdict_table(summaries, settings.reports_dir)),
+        "runs": len(summaries),
+        "unhealthy": sum(s["verdict"] == "unhealthy" for s in summaries),
+        "watch": sum(s["verdict"] == "watch" for s in summaries),
+        "regenerated": sum(s["regenerated"] for s in summaries),
+        "reports_dir": dg.MetadataValue.path(str(settings.reports_dir)),
+    }
+    flagged = [s for s in summaries if s["verdict"] == "unhealthy" and s["main_plot"]]
+    for summary in flagged[:MAX_PLOTS_IN_METADATA]:
+        caption = f"**{summary['run']}**: {summary['root_cause']} from step {summary['onset']}\n\n"
+        metadata[f"plot {summary['run']}"] = dg.MetadataValue.md(
+            caption + markdown_image(summary["main_plot"], f"{summary['run']} core curves"))
+    return dg.MaterializeResult(metadata=metadata)

@@ -1,0 +1,1 @@
+"""Per-run reports: verdict, root cause, sections, plots and samples."""

@@ -1,0 +1,140 @@
+"""A run's findings told as one story: a verdict, the likely root cause with the findings it explains, and one
+recommendation.
+
+Thirty rules looking at one degenerating run flag the same event several times: a length collapse shows up as a
+grad-norm spike on the short batches and as a reward collapse a few steps later, and each rule's own advice
+repeats or contradicts the others'. Reading them as one story needs three decisions, made here:
+
+- *Root cause*: the earliest error-level finding (a warn-level one when there is no error). Onsets are noisy by a
+  few logged steps, so findings that start within a short window of that one compete, and a cause (length
+  collapse) wins over a symptom (grad-norm spike) and an outcome (reward collapse): the rule's `-- role:`.
+- *Consequences*: other warn/error findings that start within the window after the root cause, and symptoms or
+  outcomes that start within it just before (their detector fired first, their cause did not).
+- *Transient symptoms*: a spike (a symptom) that ended and was followed by no cause or outcome within the window
+  is noted, but weighs as a warning: an isolated KL spike the run recovered from does not make it unhealthy.
+- *Recommendation*: the rules' actions (`-- advice:`) in story order, one per lever and direction; an action
+  pointing a lever the other way than an earlier one is dropped and said (never "raise the learning rate" after
+  "lower the learning rate").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pipeline.checks import ROLES, SEVERITIES, Check
+
+MAX_ACTIONS = 6
+WINDOW_SHARE = 0.15  # the story window: this share of the run's logged span of steps ...
+WINDOW_POINTS = 3  # ... and at least this many logged intervals
+
+
+@dataclass
+class Story:
+    verdict: str  # healthy | watch | unhealthy
+    root: dict | None
+    findings: list[dict]  # every finding, each with "consequence_of" (a check name or None), in story order
+    actions: list[dict] = field(default_factory=list)  # {"text", "lever", "direction", "because": [checks]}
+    overruled: list[str] = field(default_factory=list)  # actions dropped for pointing a lever the other way
+    window: float = 0.0
+
+    @property
+    def recommendation(self) -> str:
+        if not self.actions:
+            return ("No action needed: nothing at warn or error level." if self.verdict == "healthy" else
+                    "No specific action: read the findings.")
+        return " ".join(f"{i}. {a['text']}." for i, a in enumerate(self.actions, 1))
+
+
+def weight(finding: dict) -> str:
+    """The severity a finding carries in the verdict: a transient symptom's error weighs as a warning."""
+    return "warn" if finding.get("transient") and finding["severity"] == "error" else finding["severity"]
+
+
+def verdict_of(findings: list[dict]) -> str:
+    severities = {weight(f) for f in findings}
+    return "unhealthy" if "error" in severities else "watch" if "warn" in severities else "healthy"
+
+
+def _mark_transient(placed: list[dict], rules: dict[str, Check], window: float) -> None:
+    for f in placed:
+        rule = rules.get(f["check"])
+        f["transient"] = bool(
+            rule is not None and rule.role == "symptom" and f["step_end"] is not None
+            and not any(g is not f and _rank(rules, g) != ROLES.index("symptom")
+                        and f["step"] <= g["step"] <= f["step_end"] + window for g in placed))
+
+
+def story_window(steps: list[int]) -> float:
+    """How close two onsets must be, in steps, to be one event: a share of the run's span, never less than a few
+    logged intervals (a run logged every 10 steps cannot place an onset closer than that)."""
+    if len(steps) < 2:
+        return 0.0
+    ordered = sorted(set(steps))
+    gaps = sorted(b - a for a, b in zip(ordered, ordered[1:]))
+    interval = gaps[len(gaps) // 2] if gaps else 1
+    return max(WINDOW_POINTS * interval, WINDOW_SHARE * (ordered[-1] - ordered[0]))
+
+
+def _rank(rules: dict[str, Check], finding: dict) -> int:
+    rule = rules.get(finding["check"])
+    return ROLES.index(rule.role) if rule is not None else 0
+
+
+def _severity(finding: dict) -> int:
+    return SEVERITIES.index(finding["severity"])
+
+
+def tell(findings: list[dict], rules: dict[str, Check], steps: list[int]) -> Story:
+    """The story of one run's findings (dicts with check, severity, step, step_end, ...); ``steps`` are the run's
+    logged steps, for the window."""
+    window = story_window(steps)
+    findings = [dict(f, consequence_of=None, transient=False) for f in findings]
+    placed = [f for f in findings if f["step"] is not None and f["severity"] in ("warn", "error")]
+    _mark_transient(placed, rules, window)
+    pool = [f for f in placed if weight(f) == "error"] or placed
+    root = None
+    if pool:
+        first = min(f["step"] for f in pool)
+        rivals = [f for f in pool if f["step"] <= first + window]
+        root = min(rivals, key=lambda f: (f["transient"], _rank(rules, f), f["step"], -_severity(f)))
+        for f in placed:
+            if f is root:
+                continue
+            after = root["step"] <= f["step"] <= root["step"] + window
+            just_before = root["step"] - window <= f["step"] < root["step"] and _rank(rules, f) > _rank(rules, root)
+            if after or just_before:
+                f["consequence_of"] = root["check"]
+
+    def order(f: dict) -> tuple:
+        if f is root:
+            return (0, 0, 0)
+        if f["consequence_of"]:
+            return (1, f["step"], -_severity(f))
+        return (2, -_severity(f), f["step"] if f["step"] is not None else -1)
+
+    findings.sort(key=order)
+    story = Story(verdict_of(findings), root, findings, window=window)
+    _recommend(story, rules)
+    return story
+
+
+def _recommend(story: Story, rules: dict[str, Check]) -> None:
+    chosen: dict[str, dict] = {}  # lever -> action
+    for finding in story.findings:
+        if finding["severity"] not in ("warn", "error"):
+            continue
+        rule = rules.get(finding["check"])
+        for advice in rule.advice if rule else ():
+            taken = chosen.get(advice.lever)
+            if taken is None:
+                if len(chosen) < MAX_ACTIONS:
+                    chosen[advice.lever] = {"text": advice.text, "lever": advice.lever,
+                                            "direction": advice.direction, "because": [finding["check"]]}
+            elif taken["direction"] == advice.direction or advice.direction == "do":
+                if finding["check"] not in taken["because"]:
+                    taken["because"].append(finding["check"])
+            else:
+                story.overruled.append(
+                    f"{finding['check']} would say \"{advice.text}\"; not advised, because "
+                    f"{taken['because'][0]} (found first in this story) points {advice.lever} {taken['direction']}")
+    story.actions = list(chosen.values())

@@ -1,0 +1,223 @@
+"""`grpolens report`: the verdict, root cause and recommendation of a run, on the demo's runs (written by the real
+wandb library with known problems), on a real public run given as a path, and on runs that give a report little
+to stand on."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from pipeline import checks
+from pipeline.report import batch, run_report, story, tracker
+from pipeline.settings import Settings
+from tests.conftest import LENGTH_COLLAPSE, grpolens
+
+HEALTHY_DEMO_RUNS = ("league-main", "trl-gsm8k-healthy", "verl-healthy", "trl-qwen-gsm8k-no-wandb")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    grpolens("demo", env={"GRPOLENS_HOME": str(home)}, check=True)
+    return Settings(home=home)
+
+
+def report_json(settings: Settings, run: str, *extra: str) -> dict:
+    proc = grpolens("report", run, "--format", "json", *extra, env={"GRPOLENS_HOME": str(settings.home)}, check=True)
+    return json.loads(proc.stdout)
+
+
+def test_length_collapse_is_the_root_cause_with_its_consequences(demo):
+    doc = report_json(demo, "verl-length-collapse")
+    assert doc["verdict"] == "unhealthy"
+    assert doc["root_cause"]["check"] == "response_length_collapse" and doc["root_cause"]["severity"] == "error"
+    consequences = {f["check"] for f in doc["findings"] if f["consequence_of"] == "response_length_collapse"}
+    assert {"grad_norm_spike", "reward_collapse"} <= consequences
+    assert set(doc) >= {"run", "run_key", "verdict", "root_cause", "findings", "recommendation", "sections", "files"}
+    assert doc["run"] == "verl-length-collapse" and doc["run_key"].startswith("wandb:")
+    for finding in doc["findings"]:
+        assert set(finding) >= {"check", "severity", "step", "step_end", "metric", "value", "message", "consequence_of"}
+
+
+def test_healthy_demo_runs_are_healthy_and_problem_runs_are_not(demo):
+    for name in HEALTHY_DEMO_RUNS:
+        doc = report_json(demo, name)
+        assert doc["verdict"] == "healthy" and doc["root_cause"] is None, (name, doc["findings"])
+        assert doc["recommendation"].startswith("No action needed")
+    assert report_json(demo, "trl-entropy-collapse")["root_cause"]["check"] == "entropy_collapse"
+    assert report_json(demo, "verl-plateau")["verdict"] == "watch"
+
+
+def test_one_recommendation_without_repeats_or_contradictions(demo):
+    for summary in batch.write_reports(demo):
+        doc = json.loads(Path(summary["markdown"]).with_name("report.json").read_text())
+        levers = [a["lever"] for a in doc["actions"]]
+        assert len(levers) == len(set(levers)), doc["run"]
+        assert len(doc["actions"]) <= story.MAX_ACTIONS
+        if doc["verdict"] != "healthy":
+            assert doc["actions"] and doc["recommendation"].startswith("1. "), doc["run"]
+
+
+def test_conflicting_advice_is_resolved_towards_the_story_that_came_first():
+    rules = {rule.name: rule for rule in checks.load_checks()}
+    findings = [
+        {"check": "kl_spike", "severity": "error", "step": 50, "step_end": None, "metric": "kl", "value": 1.0,
+         "threshold": 0.2, "message": "spike"},
+        {"check": "too_conservative", "severity": "warn", "step": 10, "step_end": 40, "metric": "kl", "value": 0.001,
+         "threshold": 0.002, "message": "flat"},
+    ]
+    told = story.tell(findings, rules, list(range(100)))
+    assert told.root["check"] == "kl_spike" and told.verdict == "unhealthy"
+    lr = [a for a in told.actions if a["lever"] == "learning_rate"]
+    assert len(lr) == 1 and lr[0]["direction"] == "down"
+    assert any("too_conservative" in note and "learning_rate" in note for note in told.overruled)
+
+
+def test_markdown_files_plots_and_the_recorded_sections(demo):
+    doc = report_json(demo, "league-main")
+    markdown = Path(doc["files"]["markdown"])
+    assert markdown == demo.reports_dir / "league-main" / "report.md"
+    text = markdown.read_text()
+    assert text.startswith("# Run report: league-main") and "**Verdict: HEALTHY**" in text
+    for plot in doc["files"]["plots"]:
+        assert Path(plot).read_bytes()[:4] == b"\x89PNG" and f"]({Path(plot).name})" in text
+    names = {Path(p).name for p in doc["files"]["plots"]}
+    assert {"core_curves.png", "elo_gap.png"} <= names
+    elo = doc["sections"]["elo"]
+    assert elo["gap"] > 0 and elo["gap_ci"][0] > 0 and "learning" in elo["verdict"]
+    reward = doc["sections"]["learning_dynamics"]["reward_mean"]
+    assert reward["trend"]["significant"] and reward["trend"]["slope"] > 0 and reward["last"] > reward["first"]
+    assert doc["sections"]["standing"]["runs"] >= 2
+    assert doc["sections"]["power_law"]["compute_basis"] == "simulated_years"
+    for heading in ("## The Good", "## The Bad", "## The Ugly", "## Learning dynamics", "## Elo of fixed references"):
+        assert heading in text
+
+
+def test_a_missing_run_is_one_line_with_close_names(demo):
+    proc = grpolens("report", "verl-length-colapse", env={"GRPOLENS_HOME": str(demo.home)})
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "did you mean verl-length-collapse" in proc.stderr
+
+
+def test_tracker_entry_is_added_once_and_updated_in_place(demo, tmp_path):
+    path = tmp_path / "docs" / "experiment-tracker.md"
+    path.parent.mkdir()
+    path.write_text("# My experiments\n\nNotes I wrote by hand.\n")
+    env = {"GRPOLENS_HOME": str(demo.home)}
+    grpolens("report", "verl-plateau", "--tracker", str(path), env=env, check=True)
+    first = path.read_text()
+    grpolens("report", "verl-plateau", "--tracker", str(path), env=env, check=True)
+    assert path.read_text() == first  # idempotent
+    grpolens("report", "league-main", "--tracker", str(path), env=env, check=True)
+    text = path.read_text()
+    assert text.startswith("# My experiments\n\nNotes I wrote by hand.\n")
+    assert text.count("### verl-plateau — watch") == 1 and text.count("### league-main — healthy") == 1
+    assert text.index("verl-plateau") < text.index("### league-main")
+    doc = json.loads((demo.reports_dir / "verl-plateau" / "report.json").read_text())
+    changed = dict(doc, verdict="unhealthy")
+    assert tracker.update(path, changed, doc["files"]["markdown"])
+    assert path.read_text().count("### verl-plateau — unhealthy") == 1 and "### verl-plateau — watch" not in path.read_text()
+
+
+def test_a_real_run_given_as_a_path(tmp_path):
+    """The real verl run whose length collapsed: given as its folder, with no variables set."""
+    doc = json.loads(grpolens("report", str(LENGTH_COLLAPSE), "--format", "json",
+                              env={"GRPOLENS_HOME": str(tmp_path / "home")}, check=True).stdout)
+    assert doc["run"] == "qwen2_3b_opd" and doc["verdict"] == "unhealthy"
+    assert doc["root_cause"]["check"] == "response_length_collapse"
+    consequences = {f["check"] for f in doc["findings"] if f["consequence_of"] == "response_length_collapse"}
+    assert {"grad_norm_spike", "reward_collapse"} <= consequences
+    samples = doc["sections"]["samples"]
+    assert samples["available"] and samples["before"] and samples["after"]
+    onset = doc["root_cause"]["step"]
+    assert all(s["step"] < onset for s in samples["before"]) and all(s["step"] >= onset for s in samples["after"])
+    # Validation lags training here: the completions right after the onset are still long, the latest are not.
+    before = sum(s["length_chars"] for s in samples["before"]) / len(samples["before"])
+    latest = sum(s["length_chars"] for s in samples["latest"]) / len(samples["latest"])
+    assert latest < before / 3 and min(s["step"] for s in samples["latest"]) > max(s["step"] for s in samples["after"])
+    assert any(n["what"] == "the end of the run" for n in doc["sections"]["not_judged"])  # no exit record: running
+
+
+def _jsonl(path: Path, rows: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_runs_with_little_to_judge_get_a_report_that_says_why(tmp_path):
+    logs = tmp_path / "logs"
+    _jsonl(logs / "tiny" / "metrics.jsonl", [{"step": s, "reward": 0.1 * s, "kl": 0.01} for s in range(1, 4)])
+    _jsonl(logs / "custom" / "metrics.jsonl", [{"step": s, "my/score": s, "my/thing": 2 * s} for s in range(30)])
+    _jsonl(logs / "nonfinite" / "metrics.jsonl",
+           [{"step": s, "reward": 0.5 + 0.01 * s, "loss": float("nan") if s % 7 == 0 else 0.1, "grad_norm": 0.5}
+            for s in range(40)])
+    env = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_TRAINER_LOGS": str(logs)}
+    grpolens("refresh", env=env, check=True)
+    tiny = report_json(Settings(home=tmp_path / "home"), "tiny")
+    assert any("only 3 logged steps" in n["why"] for n in tiny["sections"]["not_judged"])
+    custom = report_json(Settings(home=tmp_path / "home"), "custom")
+    assert custom["verdict"] == "healthy" and custom["sections"]["not_judged"][0]["what"] == "everything"
+    nonfinite = report_json(Settings(home=tmp_path / "home"), "nonfinite")
+    loss = nonfinite["sections"]["learning_dynamics"]["loss"]
+    assert loss["non_finite"] == 6 and math.isfinite(loss["max"])
+    assert any(n["what"] == "6 value(s) of loss" for n in nonfinite["sections"]["not_judged"])
+    assert nonfinite["verdict"] == "unhealthy" and nonfinite["root_cause"]["check"] == "loss_nonfinite"
+
+
+def test_batch_redraws_only_the_runs_that_changed(tmp_path):
+    logs = tmp_path / "logs"
+    rows = [{"step": s, "reward": 0.2 + 0.005 * s, "kl": 0.01, "grad_norm": 0.4} for s in range(60)]
+    grow = _jsonl(logs / "grows" / "metrics.jsonl", rows)
+    _jsonl(logs / "stays" / "metrics.jsonl", rows)
+    settings = Settings(home=tmp_path / "home")
+    env = {"GRPOLENS_HOME": str(settings.home), "GRPOLENS_TRAINER_LOGS": str(logs)}
+    grpolens("refresh", env=env, check=True)
+    first = batch.write_reports(settings, draw=False)
+    assert sorted(s["run"] for s in first if s["regenerated"]) == ["grows", "stays"]
+    assert not any(s["regenerated"] for s in batch.write_reports(settings, draw=False))
+    with grow.open("a") as fh:
+        fh.write(json.dumps({"step": 60, "reward": 0.5, "kl": 0.01, "grad_norm": 0.4}) + "\n")
+    grpolens("refresh", env=env, check=True)
+    again = batch.write_reports(settings, draw=False)
+    assert [s["run"] for s in again if s["regenerated"]] == ["grows"]
+    table = batch.verdict_table(again, settings.reports_dir)
+    assert "| grows | healthy |" in table and "(grows/report.md)" in table
+
+
+def test_hostile_run_names_stay_inside_the_reports_folder(tmp_path):
+    reports = tmp_path / "reports"
+    for name in ("../../etc", "a/b", "..", "", "ß ✓ name"):
+        folder = run_report.report_dir(reports, {"run_key": f"k:{name}", "name": name, "run_id": "x1"})
+        assert folder.parent == reports and folder.name not in ("", ".", "..")
+
+
+def test_reports_never_take_the_writer_lock(demo):
+    """Two reports at once: DuckDB admits many read-only processes but one writer, so this fails if a report wrote."""
+    import os
+    import subprocess
+
+    from tests.conftest import BIN
+
+    env = {**os.environ, "GRPOLENS_HOME": str(demo.home)}
+    procs = [subprocess.Popen([str(BIN / "grpolens"), "report", name, "--format", "json"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for name in ("verl-kl-blowup", "trl-reward-hacking")]
+    outputs = [proc.communicate(timeout=300) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], outputs
+    assert {json.loads(out)["run"] for out, _ in outputs} == {"verl-kl-blowup", "trl-reward-hacking"}
+
+
+def test_an_isolated_spike_the_run_recovered_from_is_transient():
+    rules = {rule.name: rule for rule in checks.load_checks()}
+    spike = {"check": "grad_norm_spike", "severity": "error", "step": 40, "step_end": 41, "metric": "grad_norm",
+             "value": 30.0, "threshold": 10.0, "message": "spike"}
+    told = story.tell([spike], rules, list(range(200)))
+    assert told.verdict == "watch" and told.findings[0]["transient"] and told.root["check"] == "grad_norm_spike"
+    collapse = {"check": "response_length_collapse", "severity": "error", "step": 45, "step_end": None,
+                "metric": "response_length_mean", "value": 10.0, "threshold": 0.3, "message": "collapse"}
+    told = story.tell([spike, collapse], rules, list(range(200)))
+    assert told.verdict == "unhealthy" and told.root["check"] == "response_length_collapse"
+    assert not told.findings[1]["transient"] and told.findings[1]["consequence_of"] == "response_length_collapse"
