@@ -189,6 +189,7 @@ def not_applicable(con, checks: list[Check]) -> list[tuple[str, str, str]]:
     return out
 
 
+# The same columns as dbt's on-run-start macro ensure_anomalies_table, which creates the table empty for run_outcomes.
 ANOMALIES_DDL = """
 create or replace table anomalies (
     run_key varchar, check_name varchar, severity varchar, step bigint, step_end bigint,
