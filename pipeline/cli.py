@@ -214,6 +214,35 @@ def cmd_check(args, settings: Settings) -> int:
     return 1 if any(o.error for o in outcomes) else 0
 
 
+def cmd_sweep(args, settings: Settings) -> int:
+    """`sweep` and `compare`: the same analysis, on a selection or on an explicit list of runs."""
+    import json
+
+    from pipeline import warehouse
+    from pipeline.report import run_report, sweep, sweep_report
+
+    runs = getattr(args, "runs", None)
+    con = warehouse.connect_readonly(settings)
+    try:
+        selection = sweep.select(con, group=getattr(args, "group", None), sweep=getattr(args, "sweep", None),
+                                 tag=getattr(args, "tag", None), prefix=getattr(args, "prefix", None),
+                                 project=getattr(args, "project", None), runs=runs)
+        label = "compare-" + "-".join(selection.runs["name"].to_list())[:60] if runs else selection.label
+        out = Path(args.out) if args.out else (settings.reports_dir / sweep_report.SWEEPS_FOLDER /
+                                               run_report.folder_name(label, None))
+        doc = sweep_report.build(con, selection, args.metric, args.lower_is_better, out, compare=bool(runs))
+    except sweep.SweepError as exc:
+        raise UserError(str(exc)) from None
+    finally:
+        con.close()
+    if args.format == "json":
+        print(json.dumps(doc, default=str, indent=1))
+    else:
+        print(Path(doc["files"]["markdown"]).read_text(encoding="utf-8"), end="")
+    _say(f"{doc['selection']}: best {doc['runs'][0]['run']} on {doc['metric']} — report in {doc['files']['markdown']}")
+    return 0
+
+
 def cmd_sql(args, settings: Settings) -> int:
     from pipeline import warehouse
 
@@ -316,6 +345,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tracker", help="add or update this run's entry in a Markdown experiment tracker, e.g. "
                                      "docs/experiment-tracker.md")
     p.set_defaults(func=cmd_report)
+
+    def sweep_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--metric", help="canonical metric (reward_mean, task_score, elo_gap, ...) or a logged key the "
+                                        "aliases map; default: the Elo gap, else a task/eval metric, else the reward")
+        p.add_argument("--lower-is-better", action="store_true", help="rank the lowest score first (losses)")
+        p.add_argument("--format", choices=["md", "json"], default="md",
+                       help="md: print the Markdown; json: print one JSON document (fields in the README)")
+        p.add_argument("--out", help="folder for sweep.md, sweep.json and the plots (default: "
+                                     "$GRPOLENS_HOME/reports/_sweeps/<selection>/)")
+
+    p = sub.add_parser("sweep", help="rank a sweep's runs with intervals, estimate each hyper-parameter's effect, "
+                                     "suggest the next experiments",
+                       description="Compare the runs of one W&B group, sweep, tag, name prefix or project. "
+                                   "Example: grpolens sweep --group lr-sweep")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--group", help="W&B group name")
+    which.add_argument("--sweep", help="W&B sweep id")
+    which.add_argument("--tag", help="runs carrying this tag")
+    which.add_argument("--prefix", help="runs whose name starts with this")
+    which.add_argument("--project", help="every run of this project")
+    sweep_options(p)
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("compare", help="the sweep analysis on an explicit list of runs, curves overlaid",
+                       description="Example: grpolens compare verl-healthy verl-plateau verl-kl-blowup")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run names, ids or run_keys (two or more)")
+    sweep_options(p)
+    p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("sql", help="run a read-only SQL query against the warehouse")
     p.add_argument("query", nargs="?", help="SQL text")

@@ -36,3 +36,28 @@ def run_reports(context: dg.AssetExecutionContext, grpolens: GrpolensResource) -
         metadata[f"plot {summary['run']}"] = dg.MetadataValue.md(
             caption + markdown_image(summary["main_plot"], f"{summary['run']} core curves"))
     return dg.MaterializeResult(metadata=metadata)
+
+
+@dg.asset(
+    group_name="reports",
+    kinds={"markdown"},
+    deps=["anomalies", "run_outcomes"],
+    description="One sweep comparison per W&B sweep and per group of two or more runs (ranking with intervals, "
+                "hyper-parameter effects, next experiments) in $GRPOLENS_HOME/reports/_sweeps/.",
+)
+def sweep_reports(context: dg.AssetExecutionContext, grpolens: GrpolensResource) -> dg.MaterializeResult:
+    from pipeline.report import sweep_report
+
+    settings = grpolens.settings()
+    results = sweep_report.write_group_reports(settings)
+    metadata: dict[str, object] = {"sweeps": sum(r["doc"] is not None for r in results)}
+    for result in results:
+        if result["doc"] is None:
+            context.log.info(f"{result['selection']}: {result['error']}")
+            metadata[result["selection"]] = dg.MetadataValue.text(result["error"])
+            continue
+        doc = result["doc"]
+        header = (f"**{doc['selection']}** on `{doc['metric']}`: best **{doc['runs'][0]['run']}** "
+                  f"([sweep.md]({doc['files']['markdown']}))\n\n")
+        metadata[result["selection"]] = dg.MetadataValue.md(header + sweep_report.ranking_table(doc))
+    return dg.MaterializeResult(metadata=metadata)

@@ -1,0 +1,158 @@
+"""`grpolens sweep` and `grpolens compare` on sweeps whose answers are known (tests/sweep_runs.py, written by the
+real wandb library in offline mode): the ranking, the effects, the confounding call, the recommendations, and one
+line for a sweep that cannot be compared."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from pipeline import warehouse
+from pipeline.report import sweep_stats
+from pipeline.settings import Settings
+from tests.conftest import grpolens
+from tests.sweep_runs import sweep_specs, write_all
+
+
+@pytest.fixture(scope="module")
+def sweeps(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sweeps")
+    write_all(root / "wandb")
+    home = root / "home"
+    grpolens("refresh", env={"GRPOLENS_HOME": str(home), "GRPOLENS_WANDB_DIRS": str(root / "wandb")}, check=True)
+    return Settings(home=home), sweep_specs()
+
+
+def run_sweep(settings: Settings, *args: str) -> dict:
+    proc = grpolens(*args, "--format", "json", env={"GRPOLENS_HOME": str(settings.home)}, check=True)
+    return json.loads(proc.stdout)
+
+
+def test_lr_sweep_ranking_effects_confounding_and_next_experiments(sweeps):
+    settings, specs = sweeps
+    truth = specs["lr-sweep"].truth
+    doc = run_sweep(settings, "sweep", "--group", "lr-sweep")
+    assert set(doc) >= {"selection", "metric", "higher_is_better", "runs", "effects", "pareto", "power_law",
+                        "recommendations", "files"}
+    assert doc["metric"] == "task_score" and doc["higher_is_better"]
+    order = [r["run"] for r in doc["runs"]]
+    assert order[0] == truth["best"] and [r["rank"] for r in doc["runs"]] == list(range(1, 7))
+    assert doc["runs"][-1]["run"] in truth["order"][-2:]
+    for run in doc["runs"]:
+        assert set(run) >= {"run", "run_key", "rank", "score", "ci", "tied_with_best", "config", "cost", "flags"}
+        assert run["ci"][0] <= run["score"] <= run["ci"][1]
+        assert run["tied_with_best"] == (run["ci"][1] >= doc["runs"][0]["ci"][0])
+    effects = {e["param"]: e for e in doc["effects"]}
+    assert set(effects) == set(truth["varying"])  # seed, run_name and output_dir are not hyper-parameters
+    lr = effects["learning_rate"]
+    assert lr["kind"] == "numeric" and math.isclose(lr["peak"], truth["peak"]) and lr["best_value"] == truth["peak"]
+    assert not effects["lora_rank"]["significant"]
+    a, b = truth["confounded"][0]
+    assert effects[a]["confounded_with"] == [b] and effects[b]["confounded_with"] == [a]
+    assert lr["confounded_with"] == [] and effects["lora_rank"]["confounded_with"] == []
+    recs = " | ".join(doc["recommendations"])
+    assert 3 <= len(doc["recommendations"]) <= 6
+    assert "Refine learning_rate around its peak 3e-05" in recs
+    assert "Stop sweeping lora_rank" in recs and f"Ablate {a} against {b}" in recs
+    assert doc["suggested_config"]["learning_rate"] == truth["peak"]
+    assert doc["pareto"] and doc["pareto_cost"] == "tokens"
+    for plot in doc["files"]["plots"]:
+        assert Path(plot).read_bytes()[:4] == b"\x89PNG"
+    text = Path(doc["files"]["markdown"]).read_text()
+    assert text.startswith("# Sweep: group lr-sweep") and f"**Winner: {truth['best']}**" in text
+
+
+def test_monotone_effect_at_the_edge_suggests_going_further(sweeps):
+    settings, specs = sweeps
+    doc = run_sweep(settings, "sweep", "--prefix", "tiny-")
+    assert doc["runs"][0]["run"] == specs["tiny"].truth["best"]
+    assert any(r.startswith("Extend learning_rate past 0.0001") for r in doc["recommendations"])
+
+
+def test_runs_of_different_lengths_and_a_crash(sweeps):
+    settings, specs = sweeps
+    truth = specs["ragged"].truth
+    doc = run_sweep(settings, "sweep", "--group", "ragged")
+    assert doc["runs"][0]["run"] == truth["best"]
+    by_name = {r["run"]: r for r in doc["runs"]}
+    for name, steps in truth["steps"].items():
+        assert by_name[name]["last_step"] == steps  # each run judged on its own tail
+    crashed = truth["crashed"][0]
+    assert by_name[crashed]["state"] == "failed"
+    assert any(line.startswith(f"{crashed} failed at step 25") for line in doc["good_bad_ugly"]["ugly"])
+    assert doc["effects"][0]["param"] == "num_generations" and doc["effects"][0]["spearman"] > 0
+
+
+@pytest.mark.parametrize("args, said", [
+    (("sweep", "--group", "solo"), "has one run"),
+    (("sweep", "--group", "flat"), "nothing varies"),
+    (("sweep", "--group", "no-shared-metric"), "share no metric"),
+    (("sweep", "--group", "no-such-group"), "no runs with group no-such-group"),
+])
+def test_sweeps_that_cannot_be_compared_say_so_in_one_line(sweeps, args, said):
+    settings, _ = sweeps
+    proc = grpolens(*args, env={"GRPOLENS_HOME": str(settings.home)})
+    assert proc.returncode == 1 and said in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_compare_ranks_repeats_and_overlays_curves(sweeps):
+    settings, _ = sweeps
+    doc = run_sweep(settings, "compare", "flat-0", "flat-1", "flat-2")
+    assert len(doc["runs"]) == 3 and "repeats" in doc["note"] and doc["effects"] == []
+    assert all(r["tied_with_best"] for r in doc["runs"])  # same configuration: nothing separates them
+    assert any(Path(p).name == "curves.png" for p in doc["files"]["plots"])
+
+
+def test_run_outcomes_holds_the_same_numbers(sweeps):
+    settings, _ = sweeps
+    doc = run_sweep(settings, "sweep", "--group", "lr-sweep")
+    con = warehouse.connect_readonly(settings)
+    try:
+        rows = {name: rest for name, *rest in con.execute(
+            "select name, score, ci_low, ci_high, primary_metric from run_outcomes where group_name = 'lr-sweep'"
+        ).fetchall()}
+    finally:
+        con.close()
+    for run in doc["runs"]:
+        score, low, high, metric = rows[run["run"]]
+        assert metric == doc["metric"] and math.isclose(score, run["score"])
+        assert math.isclose(low, run["ci"][0]) and math.isclose(high, run["ci"][1])
+
+
+def test_statistics_on_known_inputs():
+    assert sweep_stats.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert sweep_stats.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert sweep_stats.spearman([1, 1, 1], [1, 2, 3]) is None
+    assert list(sweep_stats.ranks([3.0, 1.0, 3.0])) == [2.5, 1.0, 2.5]
+    levels = sweep_stats.levels([1, 2, 3, 1, 2, 3], [0.1, 0.9, 0.2, 0.1, 0.9, 0.2], numeric=True)
+    assert [lv["n"] for lv in levels] == [2, 2, 2] and sweep_stats.peak(levels, True)["value"] == 2
+    assert sweep_stats.peak(levels, False) is None  # the lowest mean sits at an edge
+    binned = sweep_stats.levels(list(range(9)), list(range(9)), numeric=True)
+    assert len(binned) == 3 and [lv["n"] for lv in binned] == [3, 3, 3]
+    params = {"lr": {"a": 1, "b": 2, "c": 3}, "kl": {"a": 10, "b": 20, "c": 30}, "opt": {"a": "x", "b": "y", "c": "x"}}
+    together = sweep_stats.confounded(params, ["a", "b", "c"])
+    assert together == {"lr": ["kl"], "kl": ["lr"], "opt": []}
+    assert sweep_stats.pareto_front([1.0, 2.0, 1.5], [1.0, 3.0, 4.0], True) == [0, 1]
+    assert set(sweep_stats.varying({"a": {"seed": 1, "lr": 1, "output_dir": "/a", "x": 1},
+                                    "b": {"seed": 2, "lr": 2, "output_dir": "/b", "x": 1}})) == {"lr"}
+
+
+def test_dagster_sweep_reports_asset_shows_each_groups_ranking(sweeps):
+    import dagster as dg
+
+    from pipeline.assets.reports import sweep_reports
+    from pipeline.resources import GrpolensResource
+
+    settings, specs = sweeps
+    result = dg.materialize([sweep_reports], resources={"grpolens": GrpolensResource(home=str(settings.home))},
+                            instance=dg.DagsterInstance.ephemeral())
+    assert result.success
+    (metadata,) = [m.event_specific_data.materialization.metadata for m in result.get_asset_materialization_events()]
+    assert f"| 1 | {specs['lr-sweep'].truth['best']} |" in metadata["group lr-sweep"].value
+    assert "nothing varies" in metadata["group flat"].value
+    assert "group solo" not in metadata  # a group of one run is not a sweep
+    assert (settings.reports_dir / "_sweeps" / "group_lr-sweep" / "sweep.md").is_file()
