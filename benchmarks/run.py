@@ -404,9 +404,11 @@ def main(argv: list[str] | None = None) -> int:
 
     cloud = bench_cloud(3, args.quick)
     say("7. run reports")
-    from benchmarks.reports import bench_reports, print_reports
+    from benchmarks.reports import bench_reports, bench_sweep, print_reports, print_sweep
 
     reports = bench_reports(3 if args.quick else 5)
+    say("8. sweep comparison")
+    sweep_bench = bench_sweep(3)
     say("5. checks on the labelled suite")
     import tempfile
 
@@ -426,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     res = {"mode": "quick" if args.quick else "full", "cpus": os.cpu_count(), "python": platform.python_version(),
            "data_sets": data_sets, "throughput": throughput, "memory": memory,
            "memory_summary": memory_summary(memory), "refresh": refresh, "events": events,
-           "checks": check_scores, "checks_real": real_scores, "checks_synthetic": synthetic_scores, "cloud": cloud, "reports": reports,
+           "checks": check_scores, "checks_real": real_scores, "checks_synthetic": synthetic_scores, "cloud": cloud, "reports": reports, "sweep": sweep_bench,
            "total_s": time.perf_counter() - started}
     print_report(res)
     print_events(events)
@@ -445,6 +447,7 @@ def main(argv: list[str] | None = None) -> int:
                                        for s, t in seeds.items()))
     print_cloud(cloud)
     print_reports(reports)
+    print_sweep(sweep_bench)
     if profile:
         print("cProfile of one in-process ingest of the throughput set (top by own time):")
         print(profile)

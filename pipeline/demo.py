@@ -65,6 +65,17 @@ def run_demo(settings: Settings, scale: float = 1.0, progress: Callable[[str], N
     reports = write_reports(settings)
     progress(f"\nReports ({settings.reports_dir}; one run: `.venv/bin/grpolens report RUN`):")
     progress(verdict_table(reports, settings.reports_dir))
+    from pipeline.report.sweep_report import write_group_reports
+
+    progress("\nSweeps (one command each: `.venv/bin/grpolens sweep --group G`):")
+    for result in write_group_reports(settings):
+        doc = result["doc"]
+        if doc is None:
+            progress(f"  {result['selection']}: {result['error']}")
+            continue
+        tied = [r["run"] for r in doc["runs"][1:] if r["tied_with_best"]]
+        progress(f"  {doc['selection']}: best {doc['runs'][0]['run']} on {doc['metric']}"
+                 + (f" (tied with {', '.join(tied)})" if tied else "") + f" — {doc['files']['markdown']}")
     progress(f"demo finished in {time.perf_counter() - started:.1f}s")
 
 
