@@ -17,3 +17,211 @@ create or replace temp macro wilson_upper(k, n, z := 1.96) as
 -- Consecutive hours as one episode: equal for hours that follow each other within one partition (use with
 -- `row_number() over (partition by … order by hour)` as `idx`).
 create or replace temp macro hour_episode(hour, idx) as hour - to_hours(idx::bigint);
+
+-- Sustained level: the episodes in which a metric's rolling median (over the last `smooth` logged steps, the
+-- step itself included) stays beyond `threshold` — above it (`above` true) or below it — for at least `sustain`
+-- consecutive logged steps, after the first `warmup` logged steps. One row per episode: run_key, onset (first
+-- step), last_step, step_end (null when the episode lasts to the run's last logged step: still going), steps,
+-- typical (median level), worst (the most extreme level), total (sum of the raw values). `inclusive`: a level
+-- equal to the threshold counts as beyond it.
+create or replace temp macro sustained_level(metric_name, threshold, above, smooth := 1, warmup := 0, sustain := 1,
+                                             inclusive := false) as table
+with series as (
+    select
+        run_key, step, value,
+        row_number() over (partition by run_key order by step) as idx,
+        count(*) over (partition by run_key) as n,
+        median(value) over (partition by run_key order by step rows between smooth - 1 preceding and current row)
+            as level
+    from metrics
+    where metric = metric_name and isfinite(value)
+),
+
+beyond as (
+    select *, idx - row_number() over (partition by run_key order by step) as episode
+    from series
+    where idx > warmup and case
+        when above and inclusive then level >= threshold
+        when above then level > threshold
+        when inclusive then level <= threshold
+        else level < threshold
+    end
+)
+
+select
+    run_key,
+    min(step) as onset,
+    max(step) as last_step,
+    case when max(idx) < any_value(n) then max(step) end as step_end,
+    count(*) as steps,
+    median(level) as typical,
+    case when above then max(level) else min(level) end as worst,
+    sum(value) as total
+from beyond
+group by run_key, episode
+having count(*) >= sustain;
+
+-- Spikes against a robust baseline, in log space (grad norms and KL are roughly log-normal, so a 3x bump on a
+-- noisy run and on a quiet one are each judged against the run's own spread): a logged value is a spike when it
+-- is at least `min_ratio` times the baseline level, more than `mad_factor` robust standard deviations (1.4826 MAD
+-- of the logs, never below `min_spread`) above it, and above `min_value`. The baseline is the `window` logged
+-- steps before the step (`centered` false) or on both sides of it, the step excluded (`centered` true: a KL level
+-- that moves slowly), and needs `min_baseline` of them. `positive_only`: zeros are not values of this metric
+-- (they are left out, not read as log 1e-9). Consecutive spiking steps are one episode: run_key, onset, step_end,
+-- steps, worst (largest value), ratio (largest value / level), level (the baseline level at the onset).
+create or replace temp macro log_spikes(metric_name, window_steps, centered, mad_factor, min_spread, min_ratio,
+                                        min_baseline, min_value := 0, positive_only := true) as table
+with series as (
+    select run_key, step, value, ln(greatest(value, 1e-9)) as log_value,
+        row_number() over (partition by run_key order by step) as idx
+    from metrics
+    where metric = metric_name and isfinite(value) and (value > 0 or not positive_only)
+),
+
+baselines as (
+    select
+        *,
+        exp(case when centered then median(log_value) over around else median(log_value) over before end) as level,
+        case when centered then median(log_value) over around else median(log_value) over before end as log_level,
+        1.4826 * case when centered then mad(log_value) over around else mad(log_value) over before end as spread,
+        case when centered then count(*) over around else count(*) over before end as base_n
+    from series
+    window
+        before as (partition by run_key order by step rows between window_steps preceding and 1 preceding),
+        around as (partition by run_key order by step rows between window_steps preceding and window_steps following
+                   exclude current row)
+),
+
+spikes as (
+    select *, idx - row_number() over (partition by run_key order by step) as episode
+    from baselines
+    where base_n >= min_baseline
+        and value > min_value
+        and value >= min_ratio * level
+        and log_value > log_level + mad_factor * greatest(spread, min_spread)
+)
+
+select
+    run_key,
+    min(step) as onset,
+    max(step) as step_end,
+    count(*) as steps,
+    max(value) as worst,
+    max(value / level) as ratio,
+    arg_min(level, step) as level
+from spikes
+group by run_key, episode;
+
+-- Trend windows: at every logged step, the least-squares line through the metric's last `window_steps` logged
+-- points (the step included), for drift rules (a KL climbing, a length growing). Per step: run_key, step, value,
+-- idx, n (the run's points), k (points in the window), slope, slope_se (null under 3 points or when the window's
+-- steps do not vary), start_step and start_idx (the window's first point), fitted_start, fitted_end (the line at
+-- both ends), start_value (median of the window's first points: robust to one outlier at its start).
+create or replace temp macro trend_windows(metric_name, window_steps) as table
+with series as (
+    select
+        run_key, step, value,
+        row_number() over (partition by run_key order by step) as idx,
+        count(*) over (partition by run_key) as n
+    from metrics
+    where metric = metric_name and isfinite(value)
+),
+
+windows as (
+    select
+        *,
+        regr_count(value, step) over trend as k,
+        regr_slope(value, step) over trend as slope,
+        regr_intercept(value, step) over trend as intercept,
+        regr_sxx(value, step) over trend as sxx,
+        regr_syy(value, step) over trend as syy,
+        regr_sxy(value, step) over trend as sxy,
+        first_value(step) over trend as start_step,
+        first_value(idx) over trend as start_idx,
+        median(value) over head as start_value
+    from series
+    window
+        trend as (partition by run_key order by step rows between window_steps - 1 preceding and current row),
+        head as (partition by run_key order by step rows between window_steps - 1 preceding and window_steps - 3 preceding)
+)
+
+select
+    run_key, step, value, idx, n, k, slope, start_step, start_idx, start_value,
+    intercept + slope * start_step as fitted_start,
+    intercept + slope * step as fitted_end,
+    case when k > 2 and sxx > 0 then sqrt(greatest(syy - sxy * sxy / sxx, 0) / (k - 2) / sxx) end as slope_se
+from windows;
+
+-- Collapse: a metric falls below a bar set by its own recent baseline and stays there. The baseline is the median
+-- of the `window_steps` logged points ending `lag` points before the step judged (a collapse that takes a few
+-- steps to unfold is still compared with the level before it), counted once it has `min_baseline` points and a
+-- median of at least `min_base`. The bar is the lowest of: `drop_ratio` times the baseline median, the median
+-- minus `mad_factor` robust SDs (1.4826 MAD), the median minus `min_drop_share` of the run's p5..p95 range before
+-- the baseline ends (pass 1, 0, 0 to leave a term out). An onset is a step below the bar whose next `sustain` - 1
+-- points stay below it too; the episode lasts until the metric climbs back to bar + `recover_share` of the way to
+-- the baseline. Onsets inside an earlier unrecovered episode are that episode. One row per episode: run_key,
+-- onset, onset_value, base_median, bar, recovered_at (null: still collapsed), lowest, collapsed_level (median
+-- while collapsed), last_low (last step before the recovery).
+create or replace temp macro collapses(metric_name, window_steps, lag, min_baseline, sustain, drop_ratio, mad_factor,
+                                       min_drop_share, recover_share, min_base := -1e308) as table
+with series as (
+    select run_key, step, value, row_number() over (partition by run_key order by step) as idx
+    from metrics
+    where metric = metric_name and isfinite(value)
+),
+
+baseline as (
+    select
+        *,
+        median(value) over recent as base_median,
+        1.4826 * mad(value) over recent as base_spread,
+        count(*) over recent as base_n,
+        quantile_cont(value, 0.95) over earlier - quantile_cont(value, 0.05) over earlier as prior_range,
+        max(value) over ahead as worst_ahead,
+        count(*) over ahead as n_ahead
+    from series
+    window
+        recent as (partition by run_key order by step rows between window_steps + lag preceding and lag + 1 preceding),
+        earlier as (partition by run_key order by step rows between unbounded preceding and lag + 1 preceding),
+        ahead as (partition by run_key order by step rows between current row and sustain - 1 following)
+),
+
+bars as (
+    select
+        *,
+        least(drop_ratio * base_median,
+              base_median - greatest(mad_factor * base_spread, min_drop_share * prior_range, 1e-9)) as bar
+    from baseline
+    where base_n >= min_baseline and base_median >= min_base
+),
+
+ends as (
+    select
+        o.run_key,
+        o.step as onset,
+        any_value(o.value) as onset_value,
+        any_value(o.base_median) as base_median,
+        any_value(o.bar) as bar,
+        min(s.step) filter (where s.value >= o.bar + recover_share * (o.base_median - o.bar)) as recovered_at
+    from bars as o
+    join series as s on s.run_key = o.run_key and s.step > o.step
+    where o.value < o.bar and o.n_ahead = sustain and o.worst_ahead < o.bar
+    group by o.run_key, o.step
+)
+
+select
+    e.*,
+    (select min(s.value) from series as s
+     where s.run_key = e.run_key and s.step >= e.onset and s.step < coalesce(e.recovered_at, 9223372036854775807))
+        as lowest,
+    (select median(s.value) from series as s
+     where s.run_key = e.run_key and s.step >= e.onset and s.step < coalesce(e.recovered_at, 9223372036854775807))
+        as collapsed_level,
+    (select max(s.step) from series as s
+     where s.run_key = e.run_key and s.step < coalesce(e.recovered_at, 9223372036854775807)) as last_low
+from ends as e
+where not exists (
+    select 1 from ends as prior
+    where prior.run_key = e.run_key and prior.onset < e.onset
+        and (prior.recovered_at is null or prior.recovered_at > e.onset)
+);

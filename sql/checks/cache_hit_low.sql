@@ -11,47 +11,16 @@
 -- param sustain = 5          -- for at least this many consecutive logged steps
 -- From W&B until prefix_cache_stats events are in the warehouse: cache_hit_rate is Diplomacy cache/hit_rate. A run
 -- with no cache metrics at all (caching off, or a trainer version that stopped logging them) is not judged here.
-with hits as (
-    select
-        run_key, step, value,
-        row_number() over (partition by run_key order by step) as idx,
-        count(*) over (partition by run_key) as n,
-        median(value) over (partition by run_key order by step rows between $smooth - 1 preceding and current row)
-            as level
-    from metrics
-    where metric = 'cache_hit_rate' and isfinite(value)
-),
-
-low as (
-    select *, idx - row_number() over (partition by run_key order by step) as episode
-    from hits
-    where idx > $warmup and level < $min_rate
-),
-
-episodes as (
-    select
-        run_key,
-        min(step) as onset,
-        max(step) as last_step,
-        max(idx) as last_idx,
-        any_value(n) as n,
-        count(*) as steps,
-        median(level) as typical
-    from low
-    group by run_key, episode
-    having count(*) >= $sustain
-)
-
 select
     run_key,
     'cache_hit_low' as check_name,
     'warn' as severity,
     onset as step,
-    case when last_idx < n then last_step end as step_end,
+    step_end,
     'cache_hit_rate' as metric,
     typical as value,
     $min_rate as threshold,
     printf('prefix cache hit rate was only %.0f%% from step %d for %d logged steps (healthy > 50%% after '
            || 'warm-up): put the static part of the prompt first and keep per-game state at the end, and check '
            || 'that prefix caching is enabled on the inference server', 100 * typical, onset, steps) as message
-from episodes
+from sustained_level('cache_hit_rate', $min_rate, false, smooth := $smooth, warmup := $warmup, sustain := $sustain)

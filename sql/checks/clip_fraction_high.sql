@@ -10,47 +10,16 @@
 -- param smooth = 5           -- judged on the median of the last this many logged steps
 -- param sustain = 3          -- for at least this many consecutive logged steps
 -- clip_fraction is Diplomacy ppo/clip_fraction, verl actor/pg_clipfrac, TRL clip_ratio/region_mean.
-with clip as (
-    select
-        run_key, step, value,
-        row_number() over (partition by run_key order by step) as idx,
-        count(*) over (partition by run_key) as n,
-        median(value) over (partition by run_key order by step rows between $smooth - 1 preceding and current row)
-            as level
-    from metrics
-    where metric = 'clip_fraction' and isfinite(value)
-),
-
-high as (
-    select *, idx - row_number() over (partition by run_key order by step) as episode
-    from clip
-    where level > $max_fraction
-),
-
-episodes as (
-    select
-        run_key,
-        min(step) as onset,
-        max(step) as last_step,
-        max(idx) as last_idx,
-        any_value(n) as n,
-        count(*) as steps,
-        max(level) as worst
-    from high
-    group by run_key, episode
-    having count(*) >= $sustain
-)
-
 select
     run_key,
     'clip_fraction_high' as check_name,
     case when worst > $error_fraction then 'error' else 'warn' end as severity,
     onset as step,
-    case when last_idx < n then last_step end as step_end,
+    step_end,
     'clip_fraction' as metric,
     worst as value,
     $max_fraction as threshold,
     printf('PPO clip fraction reached %.0f%% (median of %d steps) from step %d for %d logged steps: the policy '
            || 'moves too far per update and most of the gradient is clipped away; lower the learning rate or '
            || 'use fewer PPO epochs per batch', 100 * worst, $smooth::bigint, onset, steps) as message
-from episodes
+from sustained_level('clip_fraction', $max_fraction, true, smooth := $smooth, sustain := $sustain)

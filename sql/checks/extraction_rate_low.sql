@@ -12,43 +12,12 @@
 -- From W&B: extraction_rate, orders_extracted / orders_expected (Diplomacy extraction/rate). From the events (the
 -- extraction mart, below): the share of order events with every order extracted, per dataset and hour, flagged
 -- when its 95% Wilson interval lies below the healthy rate.
-with rate as (
-    select
-        run_key, step, value,
-        row_number() over (partition by run_key order by step) as idx,
-        count(*) over (partition by run_key) as n,
-        median(value) over (partition by run_key order by step rows between $smooth - 1 preceding and current row)
-            as level
-    from metrics
-    where metric = 'extraction_rate' and isfinite(value)
-),
-
-low as (
-    select *, idx - row_number() over (partition by run_key order by step) as episode
-    from rate
-    where level < $min_rate
-),
-
-episodes as (
-    select
-        run_key,
-        min(step) as onset,
-        max(step) as last_step,
-        max(idx) as last_idx,
-        any_value(n) as n,
-        count(*) as steps,
-        min(level) as worst
-    from low
-    group by run_key, episode
-    having count(*) >= $sustain
-)
-
 select
     run_key,
     'extraction_rate_low' as check_name,
     case when worst < $error_rate then 'error' else 'warn' end as severity,
     onset as step,
-    case when last_idx < n then last_step end as step_end,
+    step_end,
     'extraction_rate' as metric,
     worst as value,
     $min_rate as threshold,
@@ -56,7 +25,7 @@ select
            || 'the output format is breaking: inspect empty and partial responses, and check the KL and the '
            || 'learning rate (format drift usually follows the policy drifting)', 100 * worst, $smooth::bigint, onset,
            steps) as message
-from episodes
+from sustained_level('extraction_rate', $min_rate, false, smooth := $smooth, sustain := $sustain)
 
 union all by name
 

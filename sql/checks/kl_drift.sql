@@ -21,7 +21,7 @@
 -- Reported at the end of the first window where the trend is significant (the step it became detectable), with
 -- the window's start and end levels in the message; drifting windows less than a window apart are one episode. A
 -- KL that climbed early (inside the warm-up) and stays far above the warning line is the second branch, below.
-with kl as (
+with kl as (  -- the series the high-level branch below reads
     select
         run_key, step, value,
         row_number() over (partition by run_key order by step) as idx,
@@ -30,38 +30,11 @@ with kl as (
     where metric = 'kl' and isfinite(value)
 ),
 
-windows as (
-    select
-        *,
-        regr_count(value, step) over trend as k,
-        regr_slope(value, step) over trend as slope,
-        regr_intercept(value, step) over trend as intercept,
-        regr_sxx(value, step) over trend as sxx,
-        regr_syy(value, step) over trend as syy,
-        regr_sxy(value, step) over trend as sxy,
-        first_value(step) over trend as start_step,
-        first_value(idx) over trend as start_idx,
-        median(value) over head as start_value
-    from kl
-    window
-        trend as (partition by run_key order by step rows between $window - 1 preceding and current row),
-        head as (partition by run_key order by step rows between $window - 1 preceding and $window - 3 preceding)
-),
-
-fits as (
-    select
-        *,
-        intercept + slope * start_step as fitted_start,
-        intercept + slope * step as fitted_end,
-        sqrt(greatest(syy - sxy * sxy / sxx, 0) / (k - 2) / sxx) as slope_se
-    from windows
-    where k >= $min_points and sxx > 0 and start_idx > $warmup_share * n
-),
-
 drifting as (
     select *
-    from fits
-    where slope > $min_t * greatest(slope_se, 1e-12)
+    from trend_windows('kl', $window)
+    where k >= $min_points and slope_se is not null and start_idx > $warmup_share * n
+        and slope > $min_t * greatest(slope_se, 1e-12)
         and fitted_end - fitted_start >= $min_rise * greatest(fitted_start, 1e-6)
         and fitted_end > $min_kl
 ),

@@ -15,51 +15,17 @@
 -- A spike stands above the steps before AND after it: a KL that rises and stays is a drift (kl_drift), not a
 -- spike, and a rising run must not be judged against its own lower past. Noise is measured on log KL, whose
 -- spread is the same at 0.01 and at 0.2, so a heavy-tailed run needs a bigger jump than a smooth one.
-with kl as (
-    select run_key, step, value, ln(greatest(value, 1e-9)) as log_kl,
-        row_number() over (partition by run_key order by step) as idx
-    from metrics
-    where metric = 'kl' and isfinite(value)
-),
-
-levels as (
-    select
-        *,
-        median(value) over around as level,
-        median(log_kl) over around as log_level,
-        1.4826 * mad(log_kl) over around as log_spread,
-        count(value) over around as around_n
-    from kl
-    window around as (partition by run_key order by step rows between $window preceding and $window following
-                      exclude current row)
-),
-
-spikes as (
-    select *
-    from levels
-    where around_n >= $min_baseline
-        and value > $min_kl
-        and value >= $min_ratio * level
-        and log_kl > log_level + $mad_factor * greatest(log_spread, 0.1)
-),
-
--- consecutive spiking steps are one episode, reported at its onset with its worst value
-episodes as (
-    select *, idx - row_number() over (partition by run_key order by step) as episode
-    from spikes
-)
-
 select
     run_key,
     'kl_spike' as check_name,
-    case when max(value) >= $error_kl then 'error' else 'warn' end as severity,
-    min(step) as step,
-    max(step) as step_end,
+    case when worst >= $error_kl then 'error' else 'warn' end as severity,
+    onset as step,
+    step_end,
     'kl' as metric,
-    max(value) as value,
-    arg_min(level, step) * $min_ratio as threshold,
+    worst as value,
+    level * $min_ratio as threshold,
     printf('KL spiked to %.3g at step %d, %.0fx its level of %.3g around that step; lower the learning rate or '
-           || 'raise the KL penalty, and look for a bad batch at that step', max(value), min(step),
-           max(value) / greatest(arg_min(level, step), 1e-9), arg_min(level, step)) as message
-from episodes
-group by run_key, episode
+           || 'raise the KL penalty, and look for a bad batch at that step', worst, onset,
+           worst / greatest(level, 1e-9), level) as message
+from log_spikes('kl', $window, true, $mad_factor, 0.1, $min_ratio, $min_baseline, min_value := $min_kl,
+                positive_only := false)

@@ -14,64 +14,6 @@
 -- param min_length = 16      -- ignore runs whose baseline is already this short (tokens)
 -- A slow drift (1000 -> 600 tokens over 30 steps) is not a collapse; a fall to near-empty answers within a few
 -- steps is. The baseline is frozen at the onset, so the episode lasts until the length really recovers.
-with lengths as (
-    select run_key, step, value, row_number() over (partition by run_key order by step) as idx
-    from metrics
-    where metric = 'response_length_mean' and isfinite(value)
-),
-
-baseline as (
-    select
-        *,
-        median(value) over recent as base_median,
-        count(*) over recent as base_n,
-        max(value) over ahead as worst_ahead,
-        count(*) over ahead as n_ahead
-    from lengths
-    window
-        recent as (partition by run_key order by step rows between $window preceding and 1 preceding),
-        ahead as (partition by run_key order by step rows between current row and $sustain - 1 following)
-),
-
-onsets as (
-    select *
-    from baseline
-    where base_n >= $min_baseline
-        and base_median >= $min_length
-        and value < $drop_ratio * base_median
-        and n_ahead = $sustain
-        and worst_ahead < $drop_ratio * base_median
-),
-
-ends as (
-    select
-        o.run_key,
-        o.step as onset,
-        any_value(o.value) as onset_value,
-        any_value(o.base_median) as base_median,
-        min(l.step) filter (where l.value >= $recover_ratio * o.base_median) as recovered_at
-    from onsets as o
-    join lengths as l on l.run_key = o.run_key and l.step > o.step
-    group by o.run_key, o.step
-),
-
-episodes as (
-    select
-        e.*,
-        (select min(l.value) from lengths as l
-         where l.run_key = e.run_key and l.step >= e.onset and l.step < coalesce(e.recovered_at, 9223372036854775807))
-            as lowest,
-        (select max(l.step) from lengths as l
-         where l.run_key = e.run_key and l.step < coalesce(e.recovered_at, 9223372036854775807)) as last_low
-    from ends as e
-    -- an onset inside an earlier, unrecovered episode is the same collapse
-    where not exists (
-        select 1 from ends as prior
-        where prior.run_key = e.run_key and prior.onset < e.onset
-            and (prior.recovered_at is null or prior.recovered_at > e.onset)
-    )
-)
-
 select
     run_key,
     'response_length_collapse' as check_name,
@@ -80,9 +22,10 @@ select
     case when recovered_at is not null then last_low end as step_end,
     'response_length_mean' as metric,
     lowest as value,
-    $drop_ratio * base_median as threshold,
+    bar as threshold,
     printf('mean response length collapsed from a recent median of %.0f to %.0f tokens at step %d (lowest %.0f); '
            || 'the policy is degenerating to near-empty answers: inspect samples, check the reward for a '
            || 'length or format exploit, and lower the learning rate', base_median, onset_value, onset, lowest)
         as message
-from episodes
+from collapses('response_length_mean', $window, 0, $min_baseline, $sustain, $drop_ratio, 0, 0,
+               ($recover_ratio - $drop_ratio) / (1 - $drop_ratio), min_base := $min_length)

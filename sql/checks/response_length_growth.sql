@@ -30,29 +30,12 @@ with lengths as (
     where metric = 'response_length_mean' and isfinite(value)
 ),
 
-windows as (
-    select
-        *,
-        regr_count(value, step) over trend as k,
-        regr_slope(value, step) over trend as slope,
-        regr_intercept(value, step) over trend as intercept,
-        regr_sxx(value, step) over trend as sxx,
-        regr_syy(value, step) over trend as syy,
-        regr_sxy(value, step) over trend as sxy,
-        first_value(step) over trend as start_step
-    from lengths
-    window trend as (partition by run_key order by step rows between $window - 1 preceding and current row)
-),
-
 growing as (
-    select
-        *,
-        intercept + slope * start_step as fitted_start,
-        slope * (step - start_step) / greatest(intercept + slope * start_step, 1) as growth
-    from windows
-    where k >= $min_points and sxx > 0
-        and slope > $min_t * greatest(sqrt(greatest(syy - sxy * sxy / sxx, 0) / (k - 2) / sxx), 1e-12)
-        and slope * (step - start_step) >= $min_growth * greatest(intercept + slope * start_step, 1)
+    select *, slope * (step - start_step) / greatest(fitted_start, 1) as growth
+    from trend_windows('response_length_mean', $window)
+    where k >= $min_points and slope_se is not null
+        and slope > $min_t * greatest(slope_se, 1e-12)
+        and slope * (step - start_step) >= $min_growth * greatest(fitted_start, 1)
 ),
 
 -- the reward's fitted relative rise over the same span of steps

@@ -16,64 +16,14 @@
 -- param sustain = 5          -- every one of this many consecutive logged steps stays below the onset's bar
 -- The episode ends when the reward climbs back above the midpoint between the bar and the old baseline.
 with reward as (
-    select run_key, step, value, row_number() over (partition by run_key order by step) as idx
+    select run_key, step, value
     from metrics
     where metric = 'reward_mean' and isfinite(value)
 ),
 
-baseline as (
-    select
-        *,
-        median(value) over recent as base_median,
-        1.4826 * mad(value) over recent as base_spread,
-        count(*) over recent as base_n,
-        quantile_cont(value, 0.95) over earlier - quantile_cont(value, 0.05) over earlier as prior_range,
-        max(value) over ahead as worst_ahead,
-        count(*) over ahead as n_ahead
-    from reward
-    window
-        recent as (partition by run_key order by step rows between $window + $lag preceding and $lag + 1 preceding),
-        earlier as (partition by run_key order by step rows between unbounded preceding and $lag + 1 preceding),
-        ahead as (partition by run_key order by step rows between current row and $sustain - 1 following)
-),
-
-bars as (
-    select *, base_median - greatest($mad_factor * base_spread, $min_drop_share * prior_range, 1e-9) as bar
-    from baseline
-    where base_n >= $min_baseline
-),
-
-onsets as (
-    select * from bars where value < bar and n_ahead = $sustain and worst_ahead < bar
-),
-
-ends as (
-    select
-        o.run_key,
-        o.step as onset,
-        any_value(o.value) as onset_value,
-        any_value(o.base_median) as base_median,
-        any_value(o.bar) as bar,
-        min(r.step) filter (where r.value >= (o.bar + o.base_median) / 2) as recovered_at
-    from onsets as o
-    join reward as r on r.run_key = o.run_key and r.step > o.step
-    group by o.run_key, o.step
-),
-
 episodes as (
-    select
-        e.*,
-        (select median(r.value) from reward as r
-         where r.run_key = e.run_key and r.step >= e.onset and r.step < coalesce(e.recovered_at, 9223372036854775807))
-            as collapsed_level,
-        (select max(r.step) from reward as r
-         where r.run_key = e.run_key and r.step < coalesce(e.recovered_at, 9223372036854775807)) as last_low
-    from ends as e
-    where not exists (
-        select 1 from ends as prior
-        where prior.run_key = e.run_key and prior.onset < e.onset
-            and (prior.recovered_at is null or prior.recovered_at > e.onset)
-    )
+    select *
+    from collapses('reward_mean', $window, $lag, $min_baseline, $sustain, 1, $mad_factor, $min_drop_share, 0.5)
 ),
 
 -- The onset is walked back over the low points before the one judged first: a coarse log (logging_steps=10) needs

@@ -8,40 +8,12 @@
 -- param error_failed = 10    -- this many failures in one episode is an error
 -- From W&B until rollout_error events are in the warehouse: rollout_failed_count is Diplomacy rollout/failed_count,
 -- the failures of each step. Consecutive logged steps with failures are one episode.
-with failed as (
-    select
-        run_key, step, value,
-        row_number() over (partition by run_key order by step) as idx,
-        count(*) over (partition by run_key) as n
-    from metrics
-    where metric = 'rollout_failed_count' and isfinite(value)
-),
-
-bad as (
-    select *, idx - row_number() over (partition by run_key order by step) as episode
-    from failed
-    where value > $max_failed
-),
-
-episodes as (
-    select
-        run_key,
-        min(step) as onset,
-        max(step) as last_step,
-        max(idx) as last_idx,
-        any_value(n) as n,
-        count(*) as steps,
-        sum(value) as total
-    from bad
-    group by run_key, episode
-)
-
 select
     run_key,
     'rollout_failures' as check_name,
     case when total >= $error_failed then 'error' else 'warn' end as severity,
     onset as step,
-    case when last_idx < n then last_step end as step_end,
+    step_end,
     'rollout_failed_count' as metric,
     total as value,
     $max_failed as threshold,
@@ -49,4 +21,4 @@ select
            || 'towards the games that finish: look at the rollout_error events (error, phase) for the cause',
            total::bigint, case when total = 1 then '' else 's' end, steps, case when steps = 1 then '' else 's' end,
            onset) as message
-from episodes
+from sustained_level('rollout_failed_count', $max_failed, true)

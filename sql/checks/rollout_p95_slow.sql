@@ -12,50 +12,20 @@
 -- the slowest rollout of each step (Diplomacy rollout/max_total_s). With a few dozen rollouts per step, the slowest
 -- one sits near their p95, so the median over the last `window` steps of that per-step maximum stands in for p95.
 -- A single slow step does not move a median; a rollout phase that stays slow does.
-with slowest as (
-    select
-        run_key, step, value,
-        row_number() over (partition by run_key order by step) as idx,
-        count(*) over (partition by run_key) as n,
-        median(value) over (partition by run_key order by step rows between $window - 1 preceding and current row)
-            as tail
-    from metrics
-    where metric = 'rollout_max_s' and isfinite(value)
-),
-
-slow as (
-    select *, idx - row_number() over (partition by run_key order by step) as episode
-    from slowest
-    where tail >= $p95_limit
-),
-
-episodes as (
-    select
-        run_key,
-        min(step) as onset,
-        max(step) as last_step,
-        max(idx) as last_idx,
-        any_value(n) as n,
-        count(*) as steps,
-        max(tail) as worst
-    from slow
-    group by run_key, episode
-    having count(*) >= $sustain
-)
-
 select
     run_key,
     'rollout_p95_slow' as check_name,
     'warn' as severity,
     onset as step,
-    case when last_idx < n then last_step end as step_end,
+    step_end,
     'rollout_max_s' as metric,
     worst as value,
     $p95_limit as threshold,
     printf('rollouts are slow: the slowest rollout per step had a median of %.0f s over %d steps (a stand-in for '
            || 'p95; limit %.0f s) from step %d for %d logged steps; look for long games or horizons, inference '
            || 'queueing, and volume reloads', worst, $window::bigint, $p95_limit::double, onset, steps) as message
-from episodes
+from sustained_level('rollout_max_s', $p95_limit, true, smooth := $window, sustain := $sustain,
+                     inclusive := true)
 
 union all by name
 
