@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline import demo_runs
 from tests.wandb_writer import write_run
 
 PROJECT = "sweep-tests"
@@ -121,12 +122,7 @@ def run_id(seed: int, name: str) -> str:
 
 
 def _ar1(rng: np.random.Generator, n: int, sd: float = NOISE_SD, phi: float = NOISE_PHI) -> np.ndarray:
-    e = rng.normal(0, sd * math.sqrt(1 - phi**2), n)
-    out = np.empty(n)
-    out[0] = rng.normal(0, sd)
-    for i in range(1, n):
-        out[i] = phi * out[i - 1] + e[i]
-    return out
+    return demo_runs._ar1(rng, n, sd, phi)  # the demo's autocorrelated noise, with this module's defaults
 
 
 def rows(run: SweepRun, seed: int = 0) -> list[tuple[dict, dict]]:

@@ -59,6 +59,8 @@ def test_lr_sweep_ranking_effects_confounding_and_next_experiments(sweeps):
     assert "Stop sweeping lora_rank" in recs and f"Ablate {a} against {b}" in recs
     assert doc["suggested_config"]["learning_rate"] == truth["peak"]
     assert doc["pareto"] and doc["pareto_cost"] == "tokens"
+    assert {p["compute_basis"] for p in doc["power_law"]} == {"tokens"} and len(doc["power_law"]) == 6
+    assert doc["power_law_summary"].startswith("steepest: ")
     for plot in doc["files"]["plots"]:
         assert Path(plot).read_bytes()[:4] == b"\x89PNG"
     text = Path(doc["files"]["markdown"]).read_text()

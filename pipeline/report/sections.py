@@ -69,13 +69,7 @@ def _iso(value) -> str | None:
 
 def learning_dynamics(data: RunData) -> dict:
     """first, best, last, min, max and the trend (with its interval) of each core curve the run logged."""
-    out = {}
-    for name in CORE_METRICS:
-        series = data.metric(name)
-        if series.height:
-            out[name] = stats.summary(series.get_column("step").to_numpy(), series.get_column("value").to_numpy(),
-                                      HIGHER_IS_BETTER.get(name))
-    return out
+    return _metric_section(data, *CORE_METRICS) or {}
 
 
 def reward_composition(data: RunData) -> dict | None:
@@ -116,11 +110,7 @@ def pipeline_performance(data: RunData) -> dict | None:
                                              if c in phases.columns]))
         top = phases.filter(pl.col("is_bottleneck")) if "is_bottleneck" in phases.columns else phases.head(0)
         out["bottleneck"] = top.get_column("phase").to_list()[0] if top.height else None
-    for name in ("step_time_s", "trajectories_per_s", "tokens_per_s_per_gpu"):
-        series = data.metric(name)
-        if series.height:
-            out[name] = stats.summary(series.get_column("step").to_numpy(), series.get_column("value").to_numpy(),
-                                      HIGHER_IS_BETTER.get(name))
+    out.update(_metric_section(data, "step_time_s", "trajectories_per_s", "tokens_per_s_per_gpu") or {})
     hours = data.table("event_hours")
     if hours.height:
         out["events"] = {

@@ -58,7 +58,7 @@ def render(doc: dict) -> str:
     fitted = [p for p in doc["power_law"] if p["exponent"] is not None]
     if fitted:
         lines += ["## Power law", "", f"{fitted[0]['performance_metric']} ∝ compute^b per run "
-                  f"({fitted[0]['compute_basis']}):", ""]
+                  f"({fitted[0]['compute_basis']}): {doc.get('power_law_summary') or ''}", ""]
         lines += table([dict(p, ci=_interval([p["exponent_ci_low"], p["exponent_ci_high"]])) for p in fitted],
                        ["run", "compute_basis", "exponent", "ci", "r_squared", "n_points"])
     if doc["excluded"]:

@@ -77,6 +77,7 @@ def analyse(con, selection: sweep.Selection, metric: str | None = None, lower_is
                                    "identifiers: they are repeats of one configuration (`grpolens compare RUN…` "
                                    "ranks them anyway)")
         doc["note"] = "nothing varies in these runs' configs but seeds and identifiers: they are repeats"
+    doc["power_law_summary"] = _compare_exponents(doc["power_law"])
     doc["good_bad_ugly"] = good_bad_ugly(doc)
     doc["recommendations"], doc["suggested_config"] = recommendations(doc, found_effects)
     return doc
@@ -107,6 +108,18 @@ def _power_law(con, keys: list[str], names: dict[str, str]) -> list[dict]:
     out = [{"run": names[r["run_key"]], **{k: v for k, v in r.items() if k != "run_key"}}
            for r in rows.iter_rows(named=True)]
     return sorted(out, key=lambda r: -(r["exponent"] if r["exponent"] is not None else -math.inf))
+
+
+def _compare_exponents(fits: list[dict]) -> str | None:
+    """Which run's reward grows fastest with compute, and whether the next one's interval rules it out."""
+    fitted = [f for f in fits if f["exponent"] is not None and f["exponent_ci_low"] is not None]
+    if len(fitted) < 2:
+        return None
+    top, second = fitted[0], fitted[1]
+    apart = top["exponent_ci_low"] > second["exponent_ci_high"]
+    return (f"steepest: {top['run']} (b = {top['exponent']:.3g}, 95% {top['exponent_ci_low']:.3g} to "
+            f"{top['exponent_ci_high']:.3g}); " + (f"above {second['run']}'s interval" if apart else
+                                                   f"not distinguishable from {second['run']} ({second['exponent']:.3g})"))
 
 
 def _fmt(value) -> str:
@@ -249,7 +262,7 @@ def plots(doc: dict, curve: pl.DataFrame, names: dict[str, str], out_dir: Path, 
         if e["kind"] != "numeric":
             levels = levels.with_columns(pl.col("value").cast(pl.Utf8))
         numbers = [lv["value"] for lv in e["levels"] if isinstance(lv["value"], (int, float))]
-        log_x = e["kind"] == "numeric" and bool(numbers) and min(numbers) > 0 and max(numbers) / min(numbers) >= 100
+        log_x = e["kind"] == "numeric" and bool(numbers) and min(numbers) > 0 and max(numbers) / min(numbers) >= 10
         safe = "".join(c if c.isalnum() else "_" for c in e["param"])[:60]
         drawn.append(sweep_plots.score_vs_param(points, e["param"], log_x, levels, out_dir / f"effect_{safe}.png",
                                                 f"{metric} vs {e['param']}"))
