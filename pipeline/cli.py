@@ -50,6 +50,11 @@ def cmd_refresh(args, settings: Settings) -> int:
     from pipeline.checks import check_overrides, check_warehouse, load_checks
 
     check_overrides(settings, load_checks())  # a broken grpolens.yaml fails now, not after the ingest and the build
+    if not any(getattr(settings, source.setting) for source in SOURCES.values()):
+        raise UserError("no source is configured, so there is nothing to refresh: set GRPOLENS_WANDB_DIRS (W&B run "
+                        "folders), GRPOLENS_TRAINER_LOGS (trainer_state.json, JSONL or console logs), "
+                        "GRPOLENS_EVENT_FILES, AXIOM_TOKEN or GRPOLENS_WANDB_PROJECTS; or try `grpolens report "
+                        "PATH` on one run, or `grpolens demo`")
     reports = ingest(settings, tuple(SOURCES), progress=_say)
     if warehouse.is_up_to_date(settings) and not args.force:
         _say(f"warehouse {settings.duckdb_path} is up to date: nothing new to build or check")
@@ -195,6 +200,8 @@ def cmd_check(args, settings: Settings) -> int:
             print(f"      {row['message']}")
         counts = {sev: sum(r["severity"] == sev for r in rows) for sev in checks_mod.SEVERITIES}
         _say(f"{len(outcomes)} checks: {counts['error']} errors, {counts['warn']} warnings, {counts['info']} info")
+        if run_key is not None:
+            _say(_run_verdict(settings, run_key, outcomes, rows))
     for outcome in outcomes:
         if outcome.error:
             _say(f"check {outcome.check.name} could not run: {outcome.error}")
@@ -241,6 +248,26 @@ def cmd_sweep(args, settings: Settings) -> int:
         print(Path(doc["files"]["markdown"]).read_text(encoding="utf-8"), end="")
     _say(f"{doc['selection']}: best {doc['runs'][0]['run']} on {doc['metric']} — report in {doc['files']['markdown']}")
     return 0
+
+
+def _run_verdict(settings: Settings, run_key: str, outcomes, rows: list[dict]) -> str:
+    """`X: healthy (28 of 30 rules applied)`: the same verdict `grpolens report X` gives."""
+    from pipeline import checks as checks_mod
+    from pipeline import warehouse
+    from pipeline.report import story
+
+    con = warehouse.connect_readonly(settings)
+    try:
+        name = con.execute("select name from runs where run_key = $k", {"k": run_key}).fetchone()[0]
+        steps = [s for (s,) in con.execute("select distinct step from metrics where run_key = $k", {"k": run_key}).fetchall()]
+        lacking = {rule for rule, run, _ in checks_mod.not_applicable(con, [o.check for o in outcomes]) if run == run_key}
+    finally:
+        con.close()
+    findings = [{"check": r["check_name"], "severity": r["severity"], "step": r["step"], "step_end": r["step_end"]}
+                for r in rows if r["run_key"] == run_key]
+    told = story.tell(findings, {o.check.name: o.check for o in outcomes}, steps)
+    root = f"; root cause {told.root['check']} from step {told.root['step']}" if told.root else ""
+    return f"{name or run_key}: {told.verdict} ({len(outcomes) - len(lacking)} of {len(outcomes)} rules applied{root})"
 
 
 def cmd_sql(args, settings: Settings) -> int:
@@ -301,12 +328,22 @@ def cmd_ui(args, settings: Settings) -> int:
     return 0
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("grpolens")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     from pipeline.ingest import SOURCES  # light: the source modules load only when one runs
 
     parser = argparse.ArgumentParser(prog="grpolens",
                                      description="A local warehouse for diagnosing GRPO / RL fine-tuning runs.")
     parser.add_argument("--home", help="data home (default: $GRPOLENS_HOME or ./warehouse)")
+    parser.add_argument("--version", action="version", version=f"grpolens {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("ingest", help="read new data from the configured sources into the lake")
@@ -448,6 +485,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"grpolens {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `grpolens check --format json | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:  # DuckDB and others word an OS failure inside their own error; anything else is a bug
         problem = os_error_in(str(exc))
         if problem is None:

@@ -211,8 +211,10 @@ def test_damaged_warehouse_is_named_with_how_to_rebuild_it(quoted_home, tmp_path
     db.write_bytes(data)
     # as if it had been built from this (empty) lake: a refresh finds nothing new, and must still not say "up to date"
     (home / ".last_build.json").write_text(json.dumps(warehouse.build_fingerprint(Settings(home=home))))
+    logs = tmp_path / "no-logs-yet"  # a refresh needs a configured source; this one has nothing in it
+    logs.mkdir()
     for command in (["sql", "select count(*) from runs"], ["check"], ["build"], ["refresh"]):
-        line = failure_line(grpolens(*command, env=env_for(home)), command[0])
+        line = failure_line(grpolens(*command, env=env_for(home, logs)), command[0])
         assert f"the warehouse {db} is not a DuckDB database or is damaged" in line, line
         assert "locked" not in line and "run `grpolens build` to rebuild it from the lake" in line
     assert db.read_bytes() == data  # never deleted or rewritten for the user

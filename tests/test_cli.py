@@ -72,3 +72,37 @@ def test_help_everywhere():
     for command in ([], ["ingest"], ["build"], ["refresh"], ["sql"], ["demo"], ["ui"]):
         out = grpolens(*command, "--help")
         assert out.returncode == 0 and "usage: grpolens" in out.stdout
+
+
+def test_version_and_a_refresh_with_nothing_configured(tmp_path):
+    version = grpolens("--version", check=True)
+    assert version.stdout.startswith("grpolens ") and version.stdout.split()[1][0].isdigit()
+    empty = grpolens("refresh", env={"GRPOLENS_HOME": str(tmp_path / "home")})
+    assert empty.returncode == 1 and "Traceback" not in empty.stderr
+    assert "no source is configured" in empty.stderr and "GRPOLENS_WANDB_DIRS" in empty.stderr
+    assert not (tmp_path / "home" / "grpolens.duckdb").exists()  # nothing was built for nothing
+
+
+def test_check_on_one_run_ends_with_its_verdict(refreshed):
+    env, _ = refreshed
+    out = grpolens("check", "--run", "qwen2_3b_opd", env=env, check=True)
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("qwen2_3b_opd: unhealthy (") and "of 30 rules applied" in last
+    assert "root cause response_length_collapse" in last
+
+
+def test_a_closed_pipe_ends_quietly(refreshed):
+    env, _ = refreshed
+    import os
+
+    from tests.conftest import BIN
+
+    proc = subprocess.Popen(f"'{BIN / 'grpolens'}' sql 'select * from history' --format json --max-rows 100000 | head -1",
+                            shell=True, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    out, err = proc.communicate(timeout=300)
+    assert out.count("\n") == 1 and "Traceback" not in err and "BrokenPipe" not in err
+    proc = subprocess.Popen(f"'{BIN / 'grpolens'}' check --format json | head -1", shell=True,
+                            env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=300)
+    assert out == "[\n" and "Traceback" not in err and "BrokenPipe" not in err
