@@ -192,6 +192,13 @@ def test_hostile_run_names_stay_inside_the_reports_folder(tmp_path):
     for name in ("../../etc", "a/b", "..", "", "ß ✓ name"):
         folder = run_report.report_dir(reports, {"run_key": f"k:{name}", "name": name, "run_id": "x1"})
         assert folder.parent == reports and folder.name not in ("", ".", "..")
+    taken = []  # three runs of one name (and one id) in three projects: three folders, the same ones every time
+    for key in ("a:1", "b:1", "c:1"):
+        folder = run_report.report_dir(reports, {"run_key": key, "name": "same", "run_id": "1"})
+        folder.mkdir(parents=True)
+        (folder / run_report.RUN_KEY_FILE).write_text(key)
+        taken.append(folder.name)
+    assert len(set(taken)) == 3 and run_report.report_dir(reports, {"run_key": "c:1", "name": "same", "run_id": "1"}).name == taken[2]
 
 
 def test_reports_never_take_the_writer_lock(demo):

@@ -7,6 +7,7 @@ warehouse's writer lock.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -28,7 +29,8 @@ def folder_name(name: str | None, run_id: str | None) -> str:
 
 def report_dir(reports: Path, run: dict) -> Path:
     base = folder_name(run.get("name"), run.get("run_id"))
-    for candidate in (base, f"{base}-{folder_name(run.get('run_id'), None)}", f"{base}-{abs(hash(run['run_key']))}"):
+    digest = hashlib.sha256(run["run_key"].encode()).hexdigest()[:10]
+    for candidate in (base, f"{base}-{folder_name(run.get('run_id'), None)}", f"{base}-{digest}"):
         folder = reports / candidate
         marker = folder / RUN_KEY_FILE
         if not marker.exists() or marker.read_text(encoding="utf-8") == run["run_key"]:
