@@ -138,25 +138,14 @@ def _event_hours(con, have: set[str], run: dict) -> pl.DataFrame:
     """, {"start": run["created_at"], "end": run["heartbeat_at"]}).pl()
 
 
-TAIL_SHARE = 0.1  # a run's standing is its mean reward over the last tenth of its logged steps
-
-
 def _peers(con, run: dict) -> pl.DataFrame:
-    """The tail reward of every run in the same W&B group, else the same project (this run included)."""
+    """The tail reward (int_metric__tails, the number sweeps rank on) of every run in the same W&B group, else the
+    same project (this run included)."""
     column, value = ("group_name", run.get("group_name")) if run.get("group_name") else ("project", run.get("project"))
-    if value is None:
+    if value is None or "int_metric__tails" not in _tables(con):
         return pl.DataFrame()
     return con.execute(f"""
-        with peers as (select run_key, name from runs where {column} = $value),
-        rewards as (
-            select m.run_key, m.value,
-                   row_number() over (partition by m.run_key order by m.step desc) as from_end,
-                   count(*) over (partition by m.run_key) as n
-            from metrics m semi join peers p on p.run_key = m.run_key
-            where m.metric = 'reward_mean' and isfinite(m.value)
-        )
-        select p.run_key, p.name, avg(r.value) as tail_reward, max(r.n) as points
-        from peers p join rewards r on r.run_key = p.run_key
-        where r.from_end <= greatest(1, ceil(r.n * {TAIL_SHARE}))
-        group by all
+        select r.run_key, r.name, t.tail_mean as tail_reward, t.points
+        from runs as r join int_metric__tails as t on t.run_key = r.run_key and t.metric = 'reward_mean'
+        where r.{column} = $value
     """, {"value": value}).pl().with_columns(pl.lit(column).alias("grouped_by"))

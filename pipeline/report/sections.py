@@ -176,7 +176,7 @@ def standing(data: RunData) -> dict | None:
         return None
     value = mine.get_column("tail_reward")[0]
     ranked = peers.sort("tail_reward", descending=True)
-    return {"metric": "reward_mean", "over": f"mean of the last {int(100 * 0.1)}% of logged steps",
+    return {"metric": "reward_mean", "over": "mean of the last 10% of logged points (int_metric__tails)",
             "grouped_by": peers.get_column("grouped_by")[0], "runs": peers.height,
             "tail_reward": _finite(value), "percentile": stats.percentile_rank(value, peers.get_column("tail_reward").to_list()),
             "rank": ranked.get_column("run_key").to_list().index(data.run["run_key"]) + 1,
