@@ -230,21 +230,113 @@ def check_overrides(settings, rules: list[Check]) -> dict[str, dict]:
     return {name: params or {} for name, params in section.items()}
 
 
+CHECKED = ".checked_runs.json"  # in the data home: which version of each run the anomalies table reflects
+
+
+def checks_digest(checks: list[Check], overrides: dict[str, dict]) -> str:
+    """The rules, the detectors they call and their thresholds: when any changes, every run is checked again."""
+    import hashlib
+    import json
+
+    digest = hashlib.sha256(DETECTORS.read_bytes())
+    for check in checks:
+        digest.update(check.name.encode() + check.sql.encode())
+    digest.update(json.dumps(overrides, sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
+def _shadow_unchanged_runs(con, runs: list[str]) -> None:
+    """Temporary views named like every per-run table, holding only ``runs`` (and rows of no run, the event
+    marts' dataset hours): the rules then read only what changed, with their SQL untouched."""
+    database = con.execute("select current_database()").fetchone()[0]
+    con.execute("create or replace temp table changed_runs as select unnest($runs::varchar[]) as run_key",
+                {"runs": runs})
+    tables = [name for (name,) in con.execute(
+        "select distinct table_name from information_schema.columns where table_catalog = current_database() "
+        "and table_schema = 'main' and column_name = 'run_key' and table_name not in ('anomalies') "
+        "and not starts_with(table_name, '_') and not starts_with(table_name, 'stg_')").fetchall()]
+    for table in tables:
+        quoted = '"' + table.replace('"', '""') + '"'
+        con.execute(f'create or replace temp view {quoted} as select * from "{database}".main.{quoted} '
+                    "where run_key is null or run_key in (select run_key from changed_runs)")
+
+
 def check_warehouse(settings, run_key: str | None = None, persist: bool = True) -> list[CheckOutcome]:
-    """Run every check on the warehouse; with ``persist`` (and no run filter) replace the `anomalies` table."""
-    from pipeline import warehouse
+    """Run every check on the warehouse; with ``persist`` (and no run filter) bring the `anomalies` table up to
+    date and return every flag it holds.
+
+    Persisting is incremental: only the runs whose lake parts changed since they were last checked (their
+    version in pipeline.build_plan) are checked again, the flags of the others are kept, and the flags of runs
+    that are gone are dropped. The rules over the event marts (rows of no run) are always run whole. A change of
+    rules, detectors or thresholds checks every run again."""
+    import json
+
+    from pipeline import build_plan, warehouse
 
     checks = load_checks()
     overrides = check_overrides(settings, checks)
-    con = warehouse.connect_readonly(settings)
-    try:
-        outcomes = run_checks(con, checks, overrides, run_key)
-    finally:
-        con.close()
-    if persist and run_key is None:
-        con = warehouse.connect_write(settings)
+    if not persist or run_key is not None:
+        con = warehouse.connect_readonly(settings)
         try:
-            write_anomalies(con, outcomes)
+            return run_checks(con, checks, overrides, run_key)
         finally:
             con.close()
+    digest = checks_digest(checks, overrides)
+    versions = build_plan.run_versions(build_plan.load_record(settings))
+    state_path = settings.home / CHECKED
+    try:
+        state = json.loads(state_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        state = {}
+    con = warehouse.connect_readonly(settings)
+    try:
+        has_table = bool(con.execute("select count(*) from information_schema.tables where table_catalog = "
+                                     "current_database() and table_name = 'anomalies'").fetchone()[0])
+        whole = not versions or state.get("digest") != digest or not has_table
+        known = state.get("versions", {}) if not whole else {}
+        redo = sorted(run for run, version in versions.items() if known.get(run) != version)
+        gone = sorted(set(known) - set(versions))
+        if not whole:
+            _shadow_unchanged_runs(con, redo)
+        outcomes = run_checks(con, checks, overrides)
+    finally:
+        con.close()
+    con = warehouse.connect_write(settings)
+    try:
+        if whole:
+            write_anomalies(con, outcomes)
+        else:
+            _replace_runs(con, outcomes, redo + gone)
+        outcomes = _stored_outcomes(con, outcomes)
+    finally:
+        con.close()
+    tmp = state_path.with_name(state_path.name + ".tmp")
+    tmp.write_text(json.dumps({"digest": digest, "versions": versions}), encoding="utf-8")
+    tmp.replace(state_path)
     return outcomes
+
+
+def _replace_runs(con, outcomes: list[CheckOutcome], runs: list[str]) -> None:
+    """The flags of ``runs`` and of no run are replaced by what the checks just found, in one transaction."""
+    columns = ANOMALY_COLUMNS + EVENT_COLUMNS
+    redone = set(runs)
+    rows = [tuple(row[c] for c in columns) for outcome in outcomes for row in outcome.rows
+            if row["run_key"] is None or row["run_key"] in redone]
+    con.execute("begin")
+    con.execute("delete from anomalies where run_key is null or run_key in (select unnest($runs::varchar[]))",
+                {"runs": runs})
+    if rows:
+        con.executemany(f"insert into anomalies values ({', '.join('?' * len(columns))})", rows)
+    con.execute("commit")
+
+
+def _stored_outcomes(con, outcomes: list[CheckOutcome]) -> list[CheckOutcome]:
+    """Every check's flags as the anomalies table now holds them (the kept runs' and the new), with this run's
+    errors."""
+    columns = ANOMALY_COLUMNS + EVENT_COLUMNS
+    stored: dict[str, list[dict]] = {}
+    relation = con.execute(f"select {', '.join(columns)} from anomalies order by run_key, check_name, step")
+    for values in relation.fetchall():
+        row = dict(zip(columns, values))
+        stored.setdefault(row["check_name"], []).append(row)
+    return [CheckOutcome(o.check, stored.get(o.check.name, []), o.error) for o in outcomes]

@@ -19,6 +19,9 @@ def _paths(value: str | None) -> list[Path]:
     return [Path(p).expanduser() for p in (value or "").split(os.pathsep) if p.strip()]
 
 
+DEFAULT_MEMORY_LIMIT = "2GB"  # GRPOLENS_MEMORY_LIMIT; docs/scale.md has the figures behind it
+
+
 def _names(value: str | None) -> tuple[str, ...]:
     return tuple(n.strip() for n in (value or "").split(",") if n.strip())
 
@@ -91,6 +94,17 @@ class Settings:
                               f"found a {type(data).__name__}")
         return data
 
+    @property
+    def duckdb_config(self) -> dict[str, str]:
+        """DuckDB's memory and threads, set on purpose rather than left at 80 % of RAM and every core: a scheduled
+        refresh shares the machine. Past the limit DuckDB spills to the home's tmp/ folder (sorts, joins and
+        aggregates of a full build at 3·10⁷ values do). The same values reach dbt through profiles.yml."""
+        return {"memory_limit": os.environ.get("GRPOLENS_MEMORY_LIMIT") or DEFAULT_MEMORY_LIMIT,
+                "threads": os.environ.get("GRPOLENS_THREADS") or str(os.cpu_count() or 1),
+                "temp_directory": str(self.home / "tmp")}
+
     def export(self) -> None:
         """dbt and child processes read GRPOLENS_HOME themselves: make it the absolute path we resolved."""
         os.environ["GRPOLENS_HOME"] = str(self.home)
+        config = self.duckdb_config  # profiles.yml reads these for dbt's connection
+        os.environ["GRPOLENS_MEMORY_LIMIT"], os.environ["GRPOLENS_THREADS"] = config["memory_limit"], config["threads"]

@@ -163,7 +163,8 @@ def _connect(settings: Settings, read_only: bool, retries: int, wait: float, con
         raise FileNotFoundError(f"no warehouse at {settings.duckdb_path}: run `grpolens refresh` (or `grpolens build`) first")
     for attempt in range(retries):
         try:
-            return duckdb.connect(str(settings.duckdb_path), read_only=read_only, config=config or {})
+            return duckdb.connect(str(settings.duckdb_path), read_only=read_only,
+                                  config={**settings.duckdb_config, **(config or {})})
         except duckdb.Error as exc:
             if not _LOCKED.search(str(exc)):  # not a database, damaged, read-only disk, …: waiting will not help
                 raise _opening_error(settings, exc) from None
@@ -279,18 +280,33 @@ def stamp_build(settings: Settings, fingerprint: dict | None = None) -> None:
     os.replace(tmp, _stamp_path(settings))
 
 
+def dbt_build_args(plan) -> list[str]:
+    """A full build rebuilds the incremental models from the whole lake and runs the unit tests (they test the
+    SQL, which is why a build is full when the dbt project changed); an incremental one skips them."""
+    return ["--full-refresh"] if plan.full else ["--exclude-resource-type", "unit_test"]
+
+
 def build(settings: Settings, select: str | None = None, progress: Callable[[str], None] | None = None,
-          verbose: bool = False, stamp: bool = True) -> dict:
+          verbose: bool = False, stamp: bool = True, full_refresh: bool = False) -> dict:
     """`dbt build` (seeds, models, data and unit tests); returns counts. Raises BuildFailed with dbt's failures."""
     from pipeline.ingest import ensure_lake
+
+    import duckdb
+
+    from pipeline import build_plan
 
     ensure_lake(settings)
     fingerprint = build_fingerprint(settings)
     wait_for_write_lock(settings)
     started = time.perf_counter()
+    try:
+        plan = build_plan.prepare(settings, full_refresh)
+    except duckdb.Error as exc:  # a damaged lake part (its runs could not be read), or the warehouse file
+        _raise_build_failure(settings, str(exc).splitlines()[0], str(exc))
+        raise
     if progress:
-        progress("building the warehouse with dbt …")
-    extra = ["--select", select] if select else []
+        progress(f"building the warehouse with dbt: {plan.describe()} …")
+    extra = (["--select", select] if select else []) + dbt_build_args(plan)
     results = run_dbt(settings, "build", *extra, echo=progress if verbose else None)
     counts: dict[str, int] = {}
     failures, messages = [], []
@@ -306,6 +322,8 @@ def build(settings: Settings, select: str | None = None, progress: Callable[[str
             failures.append(f"{name}: {': '.join(lines[:2])}")
     if failures:
         _raise_build_failure(settings, "; ".join(failures), "\n".join(messages))
+    if not select:  # every model has taken in the plan's changes
+        build_plan.commit(settings)
     if stamp and not select:
         stamp_build(settings, fingerprint)
     counts["seconds"] = round(time.perf_counter() - started, 2)

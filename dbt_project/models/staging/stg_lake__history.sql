@@ -1,9 +1,4 @@
--- Every logged value once per (run_key, step, key): the newest ingest wins, and within one ingest the
--- value written last in the run file. `versions` counts how many records of the producer carried that
--- (run, step, key), which is how a repeated step (two log calls for one trainer step) stays visible after
--- de-duplication. A record is a source's file offset, so the same record read again (an interrupted ingest
--- re-run, a rewritten file) is one version; W&B cloud rows are not counted: the server keeps one row per
--- step, and a run read both from its offline file and from the cloud must not look duplicated.
+-- Every history row the lake holds, as written: one row per record a source read (history de-duplicates).
 -- A run whose history a source read again from its start (a rewound W&B run: `history_from_ingest` on
 -- its runs row) keeps only that source's rows from that ingest on: the steps the rewind removed go.
 with source as (
@@ -36,17 +31,6 @@ renamed as (
         and reloads.run_key = source.run_key
     where reloads.history_from_ingest is null
         or source.ingest_id >= reloads.history_from_ingest
-),
-
-final as (
-    select
-        * exclude (ingest_id, file_offset, lake_source),
-        greatest(1, count(distinct case when lake_source <> 'wandb_cloud' then lake_source || ':' || file_offset end)
-            over (partition by run_key, step, key)) as versions
-    from renamed
-    qualify row_number() over (
-        partition by run_key, step, key order by ingest_id desc, file_offset desc
-    ) = 1
 )
 
-select * from final
+select * from renamed

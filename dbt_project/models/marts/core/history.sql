@@ -1,11 +1,46 @@
-with history as (
-    select * from {{ ref('stg_lake__history') }}
+-- Every logged value once per (run_key, step, key): the newest ingest wins, and within one ingest the
+-- value written last in the run file. `versions` counts how many records of the producer carried that
+-- (run, step, key), which is how a repeated step (two log calls for one trainer step) stays visible after
+-- de-duplication. A record is a source's file offset, so the same record read again (an interrupted ingest
+-- re-run, a rewritten file) is one version; W&B cloud rows are not counted: the server keeps one row per
+-- step, and a run read both from its offline file and from the cloud must not look duplicated.
+-- Incremental: a build redoes every row of the runs whose lake parts changed (pipeline/build_plan.py) and
+-- keeps the others, which gives what a full rebuild gives at the cost of what changed.
+{{ config(materialized='incremental', incremental_strategy='replace_runs', on_schema_change='fail') }}
+
+with source as (
+    select * from {{ of_changed_runs(ref('stg_lake__history')) }}
+),
+
+-- Most (run, step, key) were read once: only the repeated ones need ranking. A window over every row costs
+-- several times this grouping.
+repeated as (
+    select run_key, step, key
+    from source
+    group by all
+    having count(*) > 1
+),
+
+read_once as (
+    select source.* exclude (ingest_id, file_offset, lake_source), 1 as versions
+    from source
+    anti join repeated using (run_key, step, key)
+),
+
+resolved as (
+    select
+        source.* exclude (ingest_id, file_offset, lake_source),
+        greatest(1, count(distinct case when lake_source <> 'wandb_cloud' then lake_source || ':' || file_offset end)
+            over (partition by run_key, step, key)) as versions
+    from source
+    semi join repeated using (run_key, step, key)
+    qualify row_number() over (partition by run_key, step, key order by ingest_id desc, file_offset desc) = 1
 ),
 
 final as (
-    select run_key, step, ts, key, value, value_int, value_text, value_type, versions
-    from history
+    select * from read_once
+    union all by name
+    select * from resolved
 )
 
-select * from final
-order by run_key, key, step
+select run_key, step, ts, key, value, value_int, value_text, value_type, versions from final

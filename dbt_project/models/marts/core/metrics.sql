@@ -1,9 +1,12 @@
 -- history mapped onto the canonical vocabulary (seed metric_aliases). One series per (run, metric):
 -- when a run logs several keys for one metric, the lowest-priority alias present in that run wins for
 -- every step of it (alphabetical source_key breaks ties), so a series never mixes definitions.
+-- Incremental: the runs history redid are redone (pipeline/build_plan.py), the others kept.
+{{ config(materialized='incremental', incremental_strategy='replace_runs', on_schema_change='fail') }}
+
 with history as (
     select run_key, step, ts, key, value
-    from {{ ref('history') }}
+    from {{ of_changed_runs(ref('history')) }}
     where value is not null
 ),
 

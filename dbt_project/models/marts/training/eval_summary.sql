@@ -8,9 +8,12 @@
 -- NaN/inf are counted apart. Best is the maximum unless the key names a loss, error or perplexity
 -- (var eval_lower_is_better_pattern), then the minimum; best_step is the first step that reached it.
 -- History can hold 10^7+ rows: the key filter runs on the distinct keys, then only their rows are read.
+-- Incremental: redoes the runs whose lake parts changed (pipeline/build_plan.py), keeps the others.
+{{ config(materialized='incremental', incremental_strategy='replace_runs', on_schema_change='fail') }}
+
 with history_keys as (
     select distinct key
-    from {{ ref('history') }}
+    from {{ of_changed_runs(ref('history')) }}
 ),
 
 eval_keys as (
@@ -32,7 +35,7 @@ eval_keys as (
 
 history as (
     select h.run_key, h.key, h.step, h.value, k.higher_is_better
-    from {{ ref('history') }} as h
+    from {{ of_changed_runs(ref('history')) }} as h
     join eval_keys as k on h.key = k.key
     where h.value is not null and h.value_text is null
 ),

@@ -1,8 +1,11 @@
 -- Is the model learning, and how? One row per (run, step) at which any learning signal was logged,
 -- canonical metrics side by side. Values are as logged: a metric not logged at a step stays null
 -- (nothing is forward-filled or interpolated); the rolling means cover the last 10 rows of the run.
+-- Incremental: redoes the runs whose lake parts changed (pipeline/build_plan.py), keeps the others.
+{{ config(materialized='incremental', incremental_strategy='replace_runs', on_schema_change='fail') }}
+
 with metrics as (
-    select * from {{ ref('metrics') }}
+    select * from {{ of_changed_runs(ref('metrics')) }}
 ),
 
 pivoted as (

@@ -13,9 +13,12 @@
 -- interval exponent +- t(0.975, n - 2) * se (macro t_critical_975). Runs with fewer than
 -- var('power_law_min_points') usable points, or whose compute never varies, keep their row with a
 -- missing_reason and null fit columns.
+-- Incremental: redoes the runs whose lake parts changed (pipeline/build_plan.py), keeps the others.
+{{ config(materialized='incremental', incremental_strategy='replace_runs', on_schema_change='fail') }}
+
 with metrics as (
     select run_key, step, metric, value, source_key
-    from {{ ref('metrics') }}
+    from {{ of_changed_runs(ref('metrics')) }}
     where metric in ('reward_at_compute', 'reward_mean', 'compute_simulated_years', 'tokens_cumulative', 'tokens')
 ),
 

@@ -9,6 +9,9 @@
 --   last_nonzero_share = how often it still fired over the last third (0: it stopped)
 -- `is_task` marks components that score the task (correctness, accuracy, answers, numbers, ...) rather than its
 -- form (format, XML tags, length, language): the var `task_component_pattern` and `form_component_pattern`.
+-- Incremental: redoes the runs whose lake parts changed (pipeline/build_plan.py), keeps the others.
+{{ config(materialized='incremental', incremental_strategy='replace_runs', on_schema_change='fail') }}
+
 with components as (
     select
         run_key,
@@ -16,7 +19,7 @@ with components as (
         key,
         step,
         value
-    from {{ ref('history') }}
+    from {{ of_changed_runs(ref('history')) }}
     where regexp_matches(key, '^(train/)?rewards/[^/]+(/mean)?$') and isfinite(value)
 ),
 
@@ -33,7 +36,7 @@ paired as (
         count(*) over (partition by c.run_key, c.component) as n
     from components as c
     join chosen using (run_key, component, key)
-    join {{ ref('metrics') }} as r on r.run_key = c.run_key and r.step = c.step and r.metric = 'reward_mean'
+    join {{ of_changed_runs(ref('metrics')) }} as r on r.run_key = c.run_key and r.step = c.step and r.metric = 'reward_mean'
     where isfinite(r.value)
 ),
 

@@ -4,9 +4,12 @@
 -- logged at that step. Only steps that have a step time count, so shares of different phases are comparable.
 -- Rules of thumb: rollout 5-15%, log-prob (old + ref) 20-40%, actor update 30-50%, checkpoint < 10%;
 -- any phase above 60% is the bottleneck.
+-- Incremental: redoes the runs whose lake parts changed (pipeline/build_plan.py), keeps the others.
+{{ config(materialized='incremental', incremental_strategy='replace_runs', on_schema_change='fail') }}
+
 with phases as (
     select run_key, step, substr(metric, 7, length(metric) - 8) as phase, value as seconds
-    from {{ ref('metrics') }}
+    from {{ of_changed_runs(ref('metrics')) }}
     where metric like 'phase\_%\_s' escape '\' and isfinite(value) and value >= 0
 ),
 
@@ -17,7 +20,7 @@ step_totals as (
         coalesce(max(m.value), sum(p.seconds)) as step_seconds,
         max(m.value) is not null as step_time_logged
     from phases as p
-    left join {{ ref('metrics') }} as m
+    left join {{ of_changed_runs(ref('metrics')) }} as m
         on m.run_key = p.run_key and m.step = p.step and m.metric = 'step_time_s' and isfinite(m.value)
     group by p.run_key, p.step
 ),

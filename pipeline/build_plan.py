@@ -1,0 +1,189 @@
+"""What a build must redo, so that a refresh costs what changed rather than what exists.
+
+The per-run models (history, metrics and the marts derived run by run) are dbt incremental models that redo only
+the runs in ``main._build_changed_runs``. A run has changed when a lake part holding its rows appeared, vanished or
+was rewritten (size or mtime) since the last complete build. The parts the last complete build saw are recorded,
+with the runs each held, in ``<home>/.built_parts.json``; a build about to run writes what it will have seen to a
+pending file, and only a build that finished every model makes it the record. A build killed anywhere in between
+leaves the record as it was, so the next one redoes the same runs (and what arrived since): each model replaces a
+run's rows in one transaction, so redoing a run twice is the same as once.
+
+A build is full (every model from the whole lake) when there is no record, when the dbt project changed, when
+the warehouse lacks the incremental tables, or when asked (`grpolens build --full-refresh`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from pipeline.settings import DBT_PROJECT_DIR, Settings
+
+RECORD = ".built_parts.json"
+PENDING = ".built_parts.pending.json"
+# The lake tables whose rows belong to runs; events and ingest issues feed full-rebuild (small) marts.
+RUN_TABLES = ("history", "runs")
+CHANGED_RUNS_TABLE = "_build_changed_runs"
+INCREMENTAL_TABLES = ("history", "metrics")
+
+
+@dataclass
+class BuildPlan:
+    full: bool
+    reason: str
+    changed_runs: list[str]
+    parts: dict[str, list]  # path -> [size, mtime_ns, run_keys]: the lake this build sees
+    dbt_digest: str
+
+    def describe(self) -> str:
+        if self.full:
+            return f"full build ({self.reason})"
+        return f"incremental build: {len(self.changed_runs)} run(s) changed ({self.reason})"
+
+
+def dbt_digest() -> str:
+    """The dbt project's models, macros, seeds and settings: when they change, every model is rebuilt."""
+    digest = hashlib.sha256()
+    for path in sorted(DBT_PROJECT_DIR.rglob("*")):
+        if path.is_file() and path.suffix in {".sql", ".yml", ".csv"} and "target" not in path.parts:
+            digest.update(str(path.relative_to(DBT_PROJECT_DIR)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def lake_parts(settings: Settings) -> dict[str, tuple[int, int]]:
+    """Every committed part of the per-run lake tables, with its size and mtime (ns)."""
+    found = {}
+    for table in RUN_TABLES:
+        for path in (settings.lake / table).glob("source=*/part-*.parquet"):
+            try:
+                stat = path.stat()
+            except FileNotFoundError:  # removed while listing
+                continue
+            found[str(path)] = (stat.st_size, stat.st_mtime_ns)
+    return found
+
+
+def _runs_in(paths: list[str]) -> dict[str, list[str]]:
+    """The run_keys each part holds (reads only the run_key column; row-group statistics do the rest)."""
+    import duckdb
+
+    held: dict[str, list[str]] = {path: [] for path in paths}
+    if not paths:
+        return held
+    con = duckdb.connect()
+    try:
+        rows = con.execute("select distinct filename, run_key from read_parquet($paths, filename = true, "
+                           "union_by_name = true, hive_partitioning = false)", {"paths": paths}).fetchall()
+    finally:
+        con.close()
+    for filename, run_key in rows:
+        if run_key is not None:
+            held.setdefault(filename, []).append(run_key)
+    return {path: sorted(keys) for path, keys in held.items()}
+
+
+def load_record(settings: Settings, name: str = RECORD) -> dict | None:
+    try:
+        with open(settings.home / name, encoding="utf-8") as fh:
+            record = json.load(fh)
+        return record if isinstance(record, dict) and isinstance(record.get("parts"), dict) else None
+    except (OSError, ValueError):  # none yet, or cut short: a full build rewrites it
+        return None
+
+
+def _missing_tables(settings: Settings) -> list[str]:
+    from pipeline import warehouse
+
+    if not settings.duckdb_path.exists():
+        return list(INCREMENTAL_TABLES)
+    con = warehouse.connect_readonly(settings)
+    try:
+        have = {name for (name,) in con.execute(
+            "select table_name from information_schema.tables where table_schema = 'main'").fetchall()}
+    finally:
+        con.close()
+    return [table for table in INCREMENTAL_TABLES if table not in have]
+
+
+def plan(settings: Settings, full_refresh: bool = False) -> BuildPlan:
+    """Compare the lake with the last complete build's record."""
+    record = load_record(settings)
+    digest = dbt_digest()
+    current = lake_parts(settings)
+    known = (record or {}).get("parts", {})
+    unchanged = {path: known[path] for path, (size, mtime) in current.items()
+                 if path in known and known[path][:2] == [size, mtime]}
+    read = _runs_in(sorted(set(current) - set(unchanged)))
+    parts = {**unchanged, **{path: [*current[path], read.get(path, [])] for path in read}}
+    reason = ("asked for (--full-refresh)" if full_refresh else "no record of a complete build" if record is None
+              else "the dbt project changed" if record.get("dbt_digest") != digest else "")
+    if not reason:
+        missing = _missing_tables(settings)
+        reason = f"the warehouse has no {', '.join(missing)} table" if missing else ""
+    if reason:
+        every = sorted({run for entry in parts.values() for run in entry[2]})
+        return BuildPlan(True, reason, every, parts, digest)
+    gone = set(known) - set(current)
+    rewritten = [path for path in read if path in known]
+    changed = {run for path in read for run in parts[path][2]}
+    changed |= {run for path in (*gone, *rewritten) for run in known[path][2]}
+    bits = [f"{len(read) - len(rewritten)} new part(s)"]
+    bits += [f"{len(rewritten)} rewritten"] if rewritten else []
+    bits += [f"{len(gone)} vanished"] if gone else []
+    return BuildPlan(False, ", ".join(bits), sorted(changed), parts, digest)
+
+
+def prepare(settings: Settings, full_refresh: bool = False) -> BuildPlan:
+    """Plan the build, write the changed runs where the models read them, and keep the plan pending."""
+    from pipeline import warehouse
+
+    build = plan(settings, full_refresh)
+    settings.home.mkdir(parents=True, exist_ok=True)
+    _write_json(settings.home / PENDING, asdict(build))
+    con = warehouse.connect_write(settings) if settings.duckdb_path.exists() else _create(settings)
+    try:
+        con.execute("begin")
+        con.execute(f"create or replace table main.{CHANGED_RUNS_TABLE} (run_key varchar)")
+        if build.changed_runs:
+            con.execute(f"insert into main.{CHANGED_RUNS_TABLE} select unnest($runs)", {"runs": build.changed_runs})
+        con.execute("commit")
+    finally:
+        con.close()
+    return build
+
+
+def _create(settings: Settings):
+    import duckdb
+
+    return duckdb.connect(str(settings.duckdb_path), config=settings.duckdb_config)
+
+
+def commit(settings: Settings) -> None:
+    """Every model finished: what the pending plan saw is now what the warehouse reflects."""
+    pending = settings.home / PENDING
+    if pending.exists():
+        os.replace(pending, settings.home / RECORD)
+
+
+def pending_plan(settings: Settings) -> BuildPlan | None:
+    data = load_record(settings, PENDING)
+    return BuildPlan(**data) if data else None
+
+
+def run_versions(record: dict | None) -> dict[str, str]:
+    """A short digest per run of the parts holding its rows: it changes exactly when the run must be redone."""
+    parts_of: dict[str, list] = {}
+    for path, (size, mtime, runs) in sorted((record or {}).get("parts", {}).items()):
+        for run in runs:
+            parts_of.setdefault(run, []).append((path, size, mtime))
+    return {run: hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16] for run, parts in parts_of.items()}
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)

@@ -1,0 +1,191 @@
+"""An incremental refresh redoes only the runs that changed, and ends exactly where a full rebuild from the same
+lake ends: through appended steps, repeated steps, a rewound log, a re-read (interrupted) ingest, a resumed W&B
+run, a lake part that vanished or was rewritten, and builds killed at random moments."""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import duckdb
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline import build_plan, checks, warehouse
+from pipeline.ingest import SOURCES, ingest
+from pipeline.settings import Settings
+from tests.conftest import BIN
+from tests.wandb_writer import write_run
+
+
+def log_lines(first: int, steps: int, collapse_at: int | None = None, seed: int = 0) -> str:
+    """TRL-named metrics; from `collapse_at` on the completions shrink and the reward falls (checks fire)."""
+    rng = random.Random(seed)
+    lines = []
+    for step in range(first, first + steps):
+        collapsed = collapse_at is not None and step >= collapse_at
+        reward = (0.2 if collapsed else 0.3 + step / 400) + rng.gauss(0, 0.02)
+        length = (20 if collapsed else 300 + step) + rng.gauss(0, 5)
+        lines.append(f'{{"step": {step}, "reward": {reward:.5f}, "reward_std": {0.2 + rng.gauss(0, 0.01):.5f}, '
+                     f'"kl": {0.01 + step / 5000:.5f}, "entropy": {1.2 - step / 1000:.5f}, '
+                     f'"completion_length": {length:.2f}, "grad_norm": {1 + rng.gauss(0, 0.1):.4f}, '
+                     f'"loss": {0.1 + rng.gauss(0, 0.01):.5f}}}\n')
+    return "".join(lines)
+
+
+def refresh(settings: Settings) -> None:
+    """What `grpolens refresh` does: ingest every source, build, check."""
+    ingest(settings, tuple(SOURCES))
+    warehouse.build(settings, stamp=False)
+    checks.check_warehouse(settings)
+    warehouse.stamp_build(settings)
+
+
+def full_rebuild(settings: Settings, where: Path) -> Settings:
+    """The same lake, built and checked from nothing in another home."""
+    other = Settings(home=where)
+    where.mkdir(parents=True)
+    shutil.copytree(settings.lake, other.lake)
+    warehouse.build(other)
+    checks.check_warehouse(other)
+    return other
+
+
+def table_rows(path: Path) -> dict[str, list[tuple]]:
+    """Every table's rows, sorted; doubles rounded to 9 significant digits (parallel sums differ in the last bits
+    from one build to the next, incremental or not)."""
+    def norm(value):
+        if isinstance(value, float) and math.isfinite(value) and value != 0:
+            return float(f"{value:.9g}")
+        if isinstance(value, float) and math.isnan(value):
+            return "nan"
+        return value
+
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        tables = [name for (name,) in con.execute(
+            "select table_name from information_schema.tables where table_catalog = current_database() and "
+            "table_type = 'BASE TABLE' and not starts_with(table_name, '_')").fetchall()]
+        return {table: sorted((tuple(norm(v) for v in row) for row in con.execute(f'select * from "{table}"').fetchall()),
+                              key=repr) for table in tables}
+    finally:
+        con.close()
+
+
+def assert_same_warehouse(a: Path, b: Path) -> None:
+    left, right = table_rows(a), table_rows(b)
+    assert sorted(left) == sorted(right)
+    for table in left:
+        assert left[table] == right[table], f"{table} differs from a full rebuild"
+
+
+@pytest.fixture
+def logs(tmp_path) -> Path:
+    folder = tmp_path / "logs" / "proj"
+    folder.mkdir(parents=True)
+    (folder / "steady.jsonl").write_text(log_lines(0, 80, seed=1))
+    (folder / "collapsing.jsonl").write_text(log_lines(0, 80, collapse_at=50, seed=2))
+    (folder / "rewound.jsonl").write_text(log_lines(0, 80, seed=3))
+    return folder
+
+
+def run_keys(settings: Settings) -> dict[str, str]:
+    con = warehouse.connect_readonly(settings)
+    try:
+        return dict(con.execute("select name, run_key from runs").fetchall())
+    finally:
+        con.close()
+
+
+def test_incremental_refreshes_equal_a_full_rebuild(tmp_path, logs):
+    wandb_root = tmp_path / "wandb-runs"
+    write_run(wandb_root, [{"loss": 1.0 / (s + 1), "reward": s / 10} for s in range(30)], run_id="resume01",
+              name="resumable")
+    settings = Settings(home=tmp_path / "home", trainer_logs=(logs.parent,), wandb_dirs=(wandb_root,))
+    refresh(settings)
+    assert build_plan.load_record(settings) is not None
+    keys = run_keys(settings)
+
+    # Two runs grow (one logs a step twice: versions = 2), a new run starts.
+    with open(logs / "steady.jsonl", "a") as fh:
+        fh.write(log_lines(80, 20, seed=4) + log_lines(99, 1, seed=5))
+    with open(logs / "collapsing.jsonl", "a") as fh:
+        fh.write(log_lines(80, 20, collapse_at=50, seed=6))
+    (logs / "newcomer.jsonl").write_text(log_lines(0, 40, seed=7))
+    ingest(settings, tuple(SOURCES))
+    plan = build_plan.plan(settings)
+    assert not plan.full
+    assert set(plan.changed_runs) - {keys["steady"], keys["collapsing"]} and len(plan.changed_runs) == 3
+    warehouse.build(settings, stamp=False)
+    checks.check_warehouse(settings)
+    con = warehouse.connect_readonly(settings)
+    assert con.execute("select max(versions) from history where run_key = $k", {"k": keys["steady"]}).fetchone()[0] == 2
+    con.close()
+
+    # The log is rewound (rewritten shorter, different values): its run is read again from the start.
+    (logs / "rewound.jsonl").write_text(log_lines(0, 30, collapse_at=10, seed=8))
+    # The W&B run is resumed offline in another folder (_step restarts at 0 there).
+    time.sleep(1.1)
+    write_run(wandb_root, [{"loss": 0.01, "reward": 5.0 + s} for s in range(10)], run_id="resume01",
+              name="resumable", resume="allow")
+    refresh(settings)
+
+    # An ingest interrupted after writing its part and before saving its cursor reads the same lines again.
+    (settings.lake / "_state" / "trainer_log.json").unlink()
+    shutil.rmtree(settings.lake / "_state" / "trainer_log", ignore_errors=True)
+    refresh(settings)
+
+    # A part vanishes (moved out of the lake) and another is rewritten in place with other values.
+    history = sorted((settings.lake / "history" / "source=trainer_log").glob("part-*.parquet"))
+    newest = history[-1]
+    newest.rename(tmp_path / newest.name)
+    first = history[0]
+    table = pq.read_table(first)
+    table = table.set_column(table.schema.get_field_index("value"), "value",
+                             [[None if v is None else v * 2 for v in table.column("value").to_pylist()]])
+    pq.write_table(table, first)
+    plan = build_plan.plan(settings)
+    assert not plan.full and "vanished" in plan.reason and "rewritten" in plan.reason
+    refresh(settings)
+
+    assert_same_warehouse(settings.duckdb_path, full_rebuild(settings, tmp_path / "full").duckdb_path)
+
+
+def test_a_build_killed_at_random_moments_is_completed_by_the_next(tmp_path, logs):
+    settings = Settings(home=tmp_path / "home", trainer_logs=(logs.parent,))
+    refresh(settings)
+    env = {**os.environ, "GRPOLENS_HOME": str(settings.home)}
+    rng = random.Random(11)
+    for attempt in range(3):
+        with open(logs / "collapsing.jsonl", "a") as fh:
+            fh.write(log_lines(80 + 10 * attempt, 10, collapse_at=50, seed=20 + attempt))
+        (logs / f"extra{attempt}.jsonl").write_text(log_lines(0, 30, seed=30 + attempt))
+        ingest(settings, tuple(SOURCES))
+        build = subprocess.Popen([str(BIN / "grpolens"), "build"], env=env, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True)
+        time.sleep(rng.uniform(1.0, 6.0))
+        os.killpg(build.pid, signal.SIGKILL)  # grpolens and its dbt child, wherever they are
+        build.wait()
+    refresh(settings)
+    assert build_plan.pending_plan(settings) is None  # the completed build made its plan the record
+    assert_same_warehouse(settings.duckdb_path, full_rebuild(settings, tmp_path / "full").duckdb_path)
+
+
+def test_nothing_changed_plans_nothing_and_full_refresh_rebuilds_everything(tmp_path, logs):
+    settings = Settings(home=tmp_path / "home", trainer_logs=(logs.parent,))
+    first = build_plan.plan(settings)
+    assert first.full and first.reason == "no record of a complete build"
+    refresh(settings)
+    again = build_plan.plan(settings)
+    assert not again.full and again.changed_runs == []
+    forced = build_plan.plan(settings, full_refresh=True)
+    assert forced.full and len(forced.changed_runs) == 3
+    # The warehouse lost its tables (deleted by hand): the next build is full whatever the record says.
+    settings.duckdb_path.unlink()
+    assert build_plan.plan(settings).full
