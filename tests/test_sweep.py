@@ -158,3 +158,20 @@ def test_dagster_sweep_reports_asset_shows_each_groups_ranking(sweeps):
     assert "nothing varies" in metadata["group flat"].value
     assert "group solo" not in metadata  # a group of one run is not a sweep
     assert (settings.reports_dir / "_sweeps" / "group_lr-sweep" / "sweep.md").is_file()
+
+
+def test_compare_real_runs_whose_varying_config_is_a_list(tmp_path):
+    """The two vendored verl runs differ in list-valued config entries: their effect plots show the lists as text."""
+    from tests.conftest import LENGTH_COLLAPSE, REAL_RUNS
+
+    env = {"GRPOLENS_HOME": str(tmp_path / "home")}
+    for path in (LENGTH_COLLAPSE, REAL_RUNS / "verl-opd-qwen2-3b-stable"):
+        grpolens("report", str(path), "--format", "json", env=env, check=True)
+    out = tmp_path / "compare"
+    done = grpolens("compare", "qwen2_3b_opd", "verl-opd-qwen2-3b-stable", "--out", str(out), "--format", "json",
+                    env=env, check=True)
+    doc = json.loads(done.stdout)
+    listed = [e["param"] for e in doc["effects"][:4] if any(str(lv["value"]).startswith("[") for lv in e["levels"])]
+    assert listed, "the fixture pair no longer varies a list-valued config entry among its first effects"
+    safe = "".join(c if c.isalnum() else "_" for c in listed[0])[:60]
+    assert (out / "curves.png").exists() and (out / f"effect_{safe}.png").exists()

@@ -3,6 +3,8 @@ experiments — the JSON of `grpolens sweep --format json`, which the Markdown a
 
 from __future__ import annotations
 
+import json
+
 import math
 from pathlib import Path
 
@@ -238,6 +240,13 @@ def recommendations(doc: dict, effects: list[dict]) -> tuple[list[str], dict]:
     return out[:6], suggested
 
 
+def _level_text(value):
+    """A categorical level as plotted: its text (a config value may be a list or mapping, e.g. layer sizes)."""
+    if value is None:
+        return None
+    return json.dumps(value, default=str) if isinstance(value, (list, dict)) else str(value)
+
+
 def plots(doc: dict, curve: pl.DataFrame, names: dict[str, str], out_dir: Path, overlay: bool) -> list[Path]:
     from pipeline.report import sweep_plots
 
@@ -251,16 +260,15 @@ def plots(doc: dict, curve: pl.DataFrame, names: dict[str, str], out_dir: Path, 
     drawn.append(sweep_plots.curves(lines.select("run", "step", "value"), metric, out_dir / "curves.png",
                                     f"{doc['selection']}: {metric} per run", overlay=overlay, highlight=top))
     for e in doc["effects"][:4]:
-        points = pl.DataFrame({"value": [r["config"].get(e["param"]) for r in doc["runs"]],
+        def shown(value, kind=e["kind"]):
+            return value if kind == "numeric" else _level_text(value)
+
+        points = pl.DataFrame({"value": [shown(r["config"].get(e["param"])) for r in doc["runs"]],
                                "score": [r["score"] for r in doc["runs"]], "run": [r["run"] for r in doc["runs"]]},
                               strict=False)
-        if e["kind"] != "numeric":
-            points = points.with_columns(pl.col("value").cast(pl.Utf8))
-        levels = pl.DataFrame([{"value": lv["value"], "mean": lv["mean"], "ci_low": (lv["ci"] or [None, None])[0],
+        levels = pl.DataFrame([{"value": shown(lv["value"]), "mean": lv["mean"], "ci_low": (lv["ci"] or [None, None])[0],
                                 "ci_high": (lv["ci"] or [None, None])[1], "best": lv["value"] == e["best_value"]}
                                for lv in e["levels"]], strict=False)
-        if e["kind"] != "numeric":
-            levels = levels.with_columns(pl.col("value").cast(pl.Utf8))
         numbers = [lv["value"] for lv in e["levels"] if isinstance(lv["value"], (int, float))]
         log_x = e["kind"] == "numeric" and bool(numbers) and min(numbers) > 0 and max(numbers) / min(numbers) >= 10
         safe = "".join(c if c.isalnum() else "_" for c in e["param"])[:60]
