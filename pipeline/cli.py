@@ -38,7 +38,7 @@ def _fail_if_misconfigured(reports: dict) -> None:
 def cmd_build(args, settings: Settings) -> int:
     from pipeline import warehouse
 
-    warehouse.build(settings, select=args.select, progress=_say, verbose=args.verbose)
+    warehouse.build(settings, select=args.select, progress=_say, verbose=args.verbose, full_refresh=args.full_refresh)
     _say(f"warehouse built at {settings.duckdb_path}")
     return 0
 
@@ -72,30 +72,6 @@ def cmd_refresh(args, settings: Settings) -> int:
             _say(f"check {outcome.check.name} could not run: {outcome.error}")
     _fail_if_misconfigured(reports)
     return 0
-
-
-def _resolve_run(settings: Settings, run: str) -> str:
-    """A run given as its run_key, run id or name (a name must be unambiguous); an unknown one suggests close names."""
-    import difflib
-
-    from pipeline import warehouse
-
-    con = warehouse.connect_readonly(settings)
-    try:
-        found = con.execute("select run_key, name from runs where run_key = $r or run_id = $r or name = $r",
-                            {"r": run}).fetchall()
-        known = [] if found else con.execute("select run_key, run_id, name from runs").fetchall()
-    finally:
-        con.close()
-    if not found:
-        names = sorted({v for row in known for v in row if v})
-        close = difflib.get_close_matches(run, names, n=3, cutoff=0.5)
-        hint = f"; did you mean {' or '.join(close)}?" if close else " (give a run_key, run id or name)"
-        raise UserError(f"no run {run!r} in the warehouse{hint}")
-    if len(found) > 1:
-        raise UserError(f"{run!r} names {len(found)} runs; use one of: " +
-                        ", ".join(f"{k} ({n})" for k, n in found))
-    return found[0][0]
 
 
 def _ingest_path(settings: Settings, path: Path) -> str:
@@ -136,17 +112,15 @@ def _ingest_path(settings: Settings, path: Path) -> str:
 
 
 def cmd_report(args, settings: Settings) -> int:
-    import json
-
     from pipeline import checks as checks_mod
-    from pipeline import warehouse
+    from pipeline import json_output, run_lookup, terminal, warehouse
     from pipeline.report import run_report, tracker
 
     as_path = Path(args.run).expanduser()
     if as_path.exists() and ("/" in args.run or as_path.suffix or as_path.is_dir()):
         run_key = _ingest_path(settings, as_path)
     else:
-        run_key = _resolve_run(settings, args.run)
+        run_key = run_lookup.resolve(settings, args.run)
     rules = checks_mod.load_checks()
     findings = [row for outcome in checks_mod.check_warehouse(settings, run_key, persist=False)
                 for row in outcome.rows]
@@ -161,20 +135,19 @@ def cmd_report(args, settings: Settings) -> int:
     if args.tracker:
         tracker.update(Path(args.tracker), doc, doc["files"]["markdown"])
     if args.format == "json":
-        print(json.dumps(doc, default=str, indent=1))
+        json_output.write(doc, sys.stdout)
     else:
         print(Path(doc["files"]["markdown"]).read_text(encoding="utf-8"), end="")
-    _say(f"{doc['run']}: {doc['verdict']} — report in {doc['files']['markdown']}")
+    verdict = terminal.paint(doc["verdict"], doc["verdict"], terminal.colour_enabled(sys.stderr))
+    _say(f"{doc['run']}: {verdict} — report in {doc['files']['markdown']}")
     return 0
 
 
 def cmd_check(args, settings: Settings) -> int:
-    import json
-
     from pipeline import checks as checks_mod
-    from pipeline import warehouse
+    from pipeline import json_output, run_lookup, terminal, warehouse
 
-    run_key = _resolve_run(settings, args.run) if args.run else None
+    run_key = run_lookup.resolve(settings, args.run) if args.run else None
     try:
         outcomes = checks_mod.check_warehouse(settings, run_key, persist=run_key is None)
     except checks_mod.CheckError as exc:
@@ -183,25 +156,23 @@ def cmd_check(args, settings: Settings) -> int:
     rows.sort(key=lambda r: (r["run_key"] or "", -checks_mod.SEVERITIES.index(r["severity"]), r["step"] or 0,
                              str(r["started_at"] or "")))
     if args.format == "json":
-        print(json.dumps(rows, default=str, indent=1))
+        json_output.write(rows, sys.stdout)
     else:
         con = warehouse.connect_readonly(settings)
         try:
-            names = dict(con.sql("select run_key, name from runs").fetchall())
+            labels = run_lookup.labels(con)
         finally:
             con.close()
-        for row in rows:
-            if row["run_key"] is None:  # a rule over the event marts: a dataset's hours
-                where = f"dataset {row['dataset']}  {checks_mod.hours(row)}"
-            else:
-                end = f"-{row['step_end']}" if row["step_end"] is not None else "+"
-                where = f"{names.get(row['run_key'], '?')} ({row['run_key']})  step {row['step']}{end}"
-            print(f"{row['severity'].upper():<5} {row['check_name']:<28} {where}")
-            print(f"      {row['message']}")
+        for line in terminal.check_table(rows, labels, terminal.width(sys.stdout),
+                                         terminal.colour_enabled(sys.stdout)):
+            print(line)
         counts = {sev: sum(r["severity"] == sev for r in rows) for sev in checks_mod.SEVERITIES}
-        _say(f"{len(outcomes)} checks: {counts['error']} errors, {counts['warn']} warnings, {counts['info']} info")
+        colour = terminal.colour_enabled(sys.stderr)
+        said = [terminal.paint(f"{counts[sev]} {word}", sev, colour and counts[sev] > 0)
+                for sev, word in (("error", "errors"), ("warn", "warnings"), ("info", "info"))]
+        _say(f"{len(outcomes)} checks: " + ", ".join(said))
         if run_key is not None:
-            _say(_run_verdict(settings, run_key, outcomes, rows))
+            _say(run_lookup.verdict_line(settings, run_key, outcomes, rows, colour))
     for outcome in outcomes:
         if outcome.error:
             _say(f"check {outcome.check.name} could not run: {outcome.error}")
@@ -223,9 +194,7 @@ def cmd_check(args, settings: Settings) -> int:
 
 def cmd_sweep(args, settings: Settings) -> int:
     """`sweep` and `compare`: the same analysis, on a selection or on an explicit list of runs."""
-    import json
-
-    from pipeline import warehouse
+    from pipeline import json_output, warehouse
     from pipeline.report import run_report, sweep, sweep_report
 
     runs = getattr(args, "runs", None)
@@ -243,43 +212,27 @@ def cmd_sweep(args, settings: Settings) -> int:
     finally:
         con.close()
     if args.format == "json":
-        print(json.dumps(doc, default=str, indent=1))
+        json_output.write(doc, sys.stdout)
     else:
         print(Path(doc["files"]["markdown"]).read_text(encoding="utf-8"), end="")
     _say(f"{doc['selection']}: best {doc['runs'][0]['run']} on {doc['metric']} — report in {doc['files']['markdown']}")
     return 0
 
 
-def _run_verdict(settings: Settings, run_key: str, outcomes, rows: list[dict]) -> str:
-    """`X: healthy (28 of 30 rules applied)`: the same verdict `grpolens report X` gives."""
-    from pipeline import checks as checks_mod
-    from pipeline import warehouse
-    from pipeline.report import story
-
-    con = warehouse.connect_readonly(settings)
-    try:
-        name = con.execute("select name from runs where run_key = $k", {"k": run_key}).fetchone()[0]
-        steps = [s for (s,) in con.execute("select distinct step from metrics where run_key = $k", {"k": run_key}).fetchall()]
-        lacking = {rule for rule, run, _ in checks_mod.not_applicable(con, [o.check for o in outcomes]) if run == run_key}
-    finally:
-        con.close()
-    findings = [{"check": r["check_name"], "severity": r["severity"], "step": r["step"], "step_end": r["step_end"]}
-                for r in rows if r["run_key"] == run_key]
-    told = story.tell(findings, {o.check.name: o.check for o in outcomes}, steps)
-    root = f"; root cause {told.root['check']} from step {told.root['step']}" if told.root else ""
-    return f"{name or run_key}: {told.verdict} ({len(outcomes) - len(lacking)} of {len(outcomes)} rules applied{root})"
-
-
 def cmd_sql(args, settings: Settings) -> int:
+    import duckdb
+
+    from pipeline import json_output
     from pipeline import warehouse
 
     query = Path(args.file).read_text() if args.file else args.query
     if not query:
         raise UserError("give a query, or --file FILE")
     try:
+        duckdb.extract_statements(query)  # a syntax error whole: DuckDB's LINE and caret lines show where
         warehouse.refuse_writes(query)
-    except warehouse.QueryRefused as exc:
-        raise UserError(f"query failed: {exc}") from None
+    except (duckdb.Error, warehouse.QueryRefused) as exc:
+        raise UserError(f"query failed: {str(exc).strip()}") from None
     con = warehouse.connect_query(settings)
     try:
         relation = con.sql(query)
@@ -290,23 +243,65 @@ def cmd_sql(args, settings: Settings) -> int:
 
             writer = csv.writer(sys.stdout)
             writer.writerow(relation.columns)
-            writer.writerows(relation.fetchall())
+            writer.writerows(_all_rows(relation))
         elif args.format == "json":
-            import json
-
-            cols = relation.columns
-            for row in relation.fetchall():
-                print(json.dumps(dict(zip(cols, row)), default=str))
+            json_output.write_rows(relation.columns, _all_rows(relation), sys.stdout,
+                                   [str(t) == "JSON" for t in relation.types])
         else:
-            relation.show(max_rows=args.max_rows, max_width=200)
+            _print_sql_table(relation, args.max_rows)
     except BrokenPipeError:  # `grpolens sql … | head`: the reader has all it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except Exception as exc:  # duckdb.Error subclasses; one line for the user
-        raise UserError(warehouse.query_error_message(settings, exc)) from None
+    except Exception as exc:  # duckdb.Error subclasses
+        raise UserError(_query_failure(settings, exc)) from None
     finally:
         con.close()
     return 0
+
+
+def _all_rows(relation, chunk: int = 4096):
+    while rows := relation.fetchmany(chunk):
+        yield from rows
+
+
+PIPED_WIDTH = 200  # the width of a table printed to a pipe or a file (csv and json are never cut)
+
+
+def _print_sql_table(relation, max_rows: int) -> None:
+    """The first ``max_rows`` rows as a table fitting the terminal, then how many rows and columns it left out."""
+    import textwrap
+
+    from pipeline import terminal
+
+    rows = relation.fetchmany(max_rows + 1)
+    more = 0
+    if len(rows) > max_rows:
+        rows = rows[:max_rows]
+        try:
+            more = relation.aggregate("count(*)").fetchone()[0] - max_rows
+        except Exception:  # a result DuckDB cannot count again: count what is left of this one
+            more = 1 + sum(1 for _ in _all_rows(relation))
+    room = terminal.width(sys.stdout, fallback=PIPED_WIDTH)
+    lines, hidden = terminal.table(relation.columns, rows, room, colour=terminal.colour_enabled(sys.stdout))
+    if more > 0:
+        lines.append(f"… {more} more row{'s' * (more != 1)} (use --max-rows or --format csv)")
+    if hidden:
+        lines += textwrap.wrap(f"… {len(hidden)} more column{'s' * (len(hidden) != 1)} not shown: "
+                               f"{', '.join(hidden)} (select fewer columns, widen the terminal or use --format csv)",
+                               room, subsequent_indent="  ")
+    print("\n".join(lines))
+
+
+def _query_failure(settings: Settings, exc: Exception) -> str:
+    """DuckDB's whole message, with its "Did you mean" hint and LINE/caret context; the warehouse's own message when
+    it recognises a damaged database or lake part."""
+    from pipeline import warehouse
+
+    message = warehouse.query_error_message(settings, exc)
+    text = str(exc).strip()
+    if text and message == f"query failed: {text.splitlines()[0]}":
+        return f"query failed: {text}"
+    return message
 
 
 def cmd_demo(args, settings: Settings) -> int:
@@ -316,64 +311,95 @@ def cmd_demo(args, settings: Settings) -> int:
     return 0
 
 
+def cmd_docs(args, settings: Settings) -> int:
+    from pipeline import dbt_docs
+
+    try:
+        folder = dbt_docs.generate(settings, progress=_say, echo=_say if args.verbose else None)
+        if args.no_serve:
+            print(folder)
+            return 0
+        server = dbt_docs.server(folder, args.port)
+    except dbt_docs.DocsUnavailable as exc:
+        raise UserError(str(exc)) from None
+    host, port = server.server_address[:2]
+    print(f"http://{host}:{port}/", flush=True)
+    _say(f"serving the dbt docs in {folder} on {host} only; Ctrl-C stops")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:  # the way to stop it
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
 def cmd_ui(args, settings: Settings) -> int:
+    from pipeline.resources import dagster_home
+
     settings.export()
-    # dagster dev re-parses the dbt project with the `dbt` on PATH: make it this environment's.
+    # The code server re-parses the dbt project with the `dbt` on PATH: make it this environment's.
     os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
-    os.environ.setdefault("DAGSTER_HOME", str(settings.home / "dagster"))
-    Path(os.environ["DAGSTER_HOME"]).mkdir(parents=True, exist_ok=True)
-    dagster = Path(sys.executable).with_name("dagster")
-    cmd = [str(dagster), "dev", "-w", str(PROJECT_ROOT / "workspace.yaml"), "-p", str(args.port)]
+    # The instance `grpolens demo` records into, with its dagster.yaml (no warning about a missing one, no telemetry).
+    os.environ["DAGSTER_HOME"] = str(dagster_home(settings))
+    # `dg dev` is what Dagster 1.12 recommends (`dagster dev` warns that it is superseded); given -w it serves the
+    # same workspace. `dagster dev` stays for an install without dagster-dg-cli (a dev dependency).
+    dg = Path(sys.executable).with_name("dg")
+    dev = [str(dg), "dev"] if dg.exists() else [str(Path(sys.executable).with_name("dagster")), "dev"]
+    cmd = [*dev, "-w", str(PROJECT_ROOT / "workspace.yaml"), "-p", str(args.port)]
     os.execv(cmd[0], cmd)
     return 0
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("grpolens")
-    except PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown (not installed)"
-
-
 def build_parser() -> argparse.ArgumentParser:
+    from pipeline.cli_parser import SQL_EXAMPLE, Parser, command, version
     from pipeline.ingest import SOURCES  # light: the source modules load only when one runs
 
-    parser = argparse.ArgumentParser(prog="grpolens",
-                                     description="A local warehouse for diagnosing GRPO / RL fine-tuning runs.")
+    parser = Parser(prog="grpolens", description="A local warehouse for diagnosing GRPO / RL fine-tuning runs.",
+                    epilog="Examples:\n  grpolens refresh\n  grpolens check --run my-run\n"
+                           "  grpolens report ./wandb/latest-run\n\n"
+                           "`grpolens COMMAND --help` shows a command's options.",
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--home", help="data home (default: $GRPOLENS_HOME or ./warehouse)")
-    parser.add_argument("--version", action="version", version=f"grpolens {_version()}")
+    parser.add_argument("--version", action="version", version=f"grpolens {version()}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("ingest", help="read new data from the configured sources into the lake")
+    p = command(sub, "ingest", "read new data from the configured sources into the lake",
+                "GRPOLENS_WANDB_DIRS=~/train/wandb grpolens ingest --source wandb_offline")
     p.add_argument("--source", action="append", choices=list(SOURCES),
                    help="only this source (repeatable)")
     p.set_defaults(func=cmd_ingest)
 
-    p = sub.add_parser("build", help="build the DuckDB warehouse from the lake with dbt (models and tests)")
+    p = command(sub, "build", "build the DuckDB warehouse from the lake with dbt (models and tests)",
+                "grpolens build --select +elo_gap")
     p.add_argument("--select", help="dbt selection, e.g. +elo_gap")
+    p.add_argument("--full-refresh", action="store_true",
+                   help="rebuild every model from the whole lake instead of only the runs that changed")
     p.add_argument("--verbose", action="store_true", help="show dbt's own output")
     p.set_defaults(func=cmd_build)
 
-    p = sub.add_parser("refresh", help="ingest, then build and check if anything changed")
+    p = command(sub, "refresh", "ingest, then build and check if anything changed",
+                "GRPOLENS_WANDB_DIRS=~/train/wandb grpolens refresh")
     p.add_argument("--force", action="store_true", help="build even when nothing new was ingested")
     p.add_argument("--verbose", action="store_true", help="show dbt's own output")
     p.set_defaults(func=cmd_refresh)
 
-    p = sub.add_parser("check", help="run the training-health checks and list what they flag")
+    p = command(sub, "check", "run the training-health checks and list what they flag",
+                "grpolens check --run my-run --fail-on error", "grpolens check --format json")
     p.add_argument("--run", help="only this run (run_key, run id or name); the anomalies table is left as is")
-    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("--format", choices=["table", "json"], default="table",
+                   help="table (default) or json (an array of anomaly rows)")
     p.add_argument("--fail-on", choices=["info", "warn", "error"],
                    help="exit with status 2 when anything this severe or worse is flagged (for a training job's CI)")
     p.add_argument("--explain", action="store_true", help="also say which checks could not apply to which runs, and why")
     p.set_defaults(func=cmd_check)
 
-    p = sub.add_parser("report", help="one run's verdict, root cause, recommendation, sections and plots",
-                       description="Write a run's report (Markdown + PNG) and print it. RUN is a run name, run id, "
-                                   "run_key, or a path to a run (W&B run folder, .wandb file, trainer_state.json, "
-                                   "JSONL or console log), which is ingested into the home first. "
-                                   "Example: grpolens report ./wandb/latest-run")
+    p = command(sub, "report", "one run's verdict, root cause, recommendation, sections and plots",
+                "grpolens report ./wandb/latest-run", "grpolens report my-run --format json",
+                description="Write a run's report (Markdown + PNG) and print it. RUN is a run name, run id, "
+                            "run_key, or a path to a run (W&B run folder, .wandb file, trainer_state.json, "
+                            "JSONL or console log), which is ingested into the home first.")
     p.add_argument("run", metavar="RUN", help="run name, run id, run_key, or a path to a run folder or log file")
     p.add_argument("--out", help="folder for report.md, report.json and the plots (default: "
                                  "$GRPOLENS_HOME/reports/<run name>/)")
@@ -392,10 +418,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--out", help="folder for sweep.md, sweep.json and the plots (default: "
                                      "$GRPOLENS_HOME/reports/_sweeps/<selection>/)")
 
-    p = sub.add_parser("sweep", help="rank a sweep's runs with intervals, estimate each hyper-parameter's effect, "
-                                     "suggest the next experiments",
-                       description="Compare the runs of one W&B group, sweep, tag, name prefix or project. "
-                                   "Example: grpolens sweep --group lr-sweep")
+    p = command(sub, "sweep", "rank a sweep's runs with intervals, estimate each hyper-parameter's effect, "
+                              "suggest the next experiments",
+                "grpolens sweep --group lr-sweep", "grpolens sweep --prefix qwen-lr --metric task_score",
+                description="Compare the runs of one W&B group, sweep, tag, name prefix or project.")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--group", help="W&B group name")
     which.add_argument("--sweep", help="W&B sweep id")
@@ -405,27 +431,38 @@ def build_parser() -> argparse.ArgumentParser:
     sweep_options(p)
     p.set_defaults(func=cmd_sweep)
 
-    p = sub.add_parser("compare", help="the sweep analysis on an explicit list of runs, curves overlaid",
-                       description="Example: grpolens compare verl-healthy verl-plateau verl-kl-blowup")
+    p = command(sub, "compare", "the sweep analysis on an explicit list of runs, curves overlaid",
+                "grpolens compare verl-healthy verl-plateau verl-kl-blowup")
     p.add_argument("runs", nargs="+", metavar="RUN", help="run names, ids or run_keys (two or more)")
     sweep_options(p)
     p.set_defaults(func=cmd_sweep)
 
-    p = sub.add_parser("sql", help="run a read-only SQL query against the warehouse")
+    p = command(sub, "sql", "run a read-only SQL query against the warehouse",
+                'grpolens sql "select name, state, last_step from runs"',
+                f"grpolens sql --file {SQL_EXAMPLE} --format csv")
     p.add_argument("query", nargs="?", help="SQL text")
-    p.add_argument("--file", help="read the query from a file (e.g. sql/questions/elo_gap.sql)")
-    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
-    p.add_argument("--max-rows", type=int, default=40)
+    p.add_argument("--file", help=f"read the query from a file (e.g. {SQL_EXAMPLE})")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table",
+                   help="table (default, fitted to the terminal), csv, or json (an array of row objects)")
+    p.add_argument("--max-rows", type=int, default=40, help="rows a table shows (default 40; csv and json show all)")
     p.set_defaults(func=cmd_sql)
 
-    p = sub.add_parser("demo", help="write sample runs with wandb offline, ingest and build them, print a summary")
+    p = command(sub, "docs", "generate the dbt docs of the warehouse (models, columns, lineage) and serve them "
+                             "on 127.0.0.1", "grpolens docs", "grpolens docs --port 8081", "grpolens docs --no-serve")
+    p.add_argument("--port", type=int, default=8080, help="port on 127.0.0.1 (default 8080; 0 picks a free one)")
+    p.add_argument("--no-serve", action="store_true", help="only generate the site and print its folder")
+    p.add_argument("--verbose", action="store_true", help="show dbt's own output")
+    p.set_defaults(func=cmd_docs)
+
+    p = command(sub, "demo", "write sample runs with wandb offline, ingest and build them, print a summary",
+                "grpolens --home /tmp/grpolens-demo demo --scale 0.5")
     p.add_argument("--scale", type=float, default=1.0, help="multiply the runs' lengths (default 1.0)")
     p.add_argument("--axiom-emulator", action="store_true",
                    help="serve the sample events from a local Axiom emulator and read them through the API client")
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("ui", help="start the Dagster UI (dagster dev) on this project")
-    p.add_argument("--port", type=int, default=3000)
+    p = command(sub, "ui", "start the Dagster UI (dagster dev) on this project", "grpolens ui --port 3001")
+    p.add_argument("--port", type=int, default=3000, help="port of the Dagster UI (default 3000)")
     p.set_defaults(func=cmd_ui)
     return parser
 
@@ -464,6 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     settings.export()
     from pipeline.checks import CheckError
     from pipeline.lake import IngestBusy
+    from pipeline.run_lookup import RunNotFound
     from pipeline.settings import ConfigError
     from pipeline.warehouse import (BuildFailed, WarehouseDamaged, WarehouseLocked, WarehouseUnreadable,
                                     os_error_in)
@@ -477,8 +515,8 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError(f"the data home {settings.home} is a file, not a folder: point GRPOLENS_HOME "
                             "(or --home) at a folder")
         return args.func(args, settings)
-    except (UserError, IngestBusy, WarehouseLocked, WarehouseDamaged, WarehouseUnreadable, BuildFailed, ConfigError,
-            CheckError, FileNotFoundError) as exc:
+    except (UserError, RunNotFound, IngestBusy, WarehouseLocked, WarehouseDamaged, WarehouseUnreadable, BuildFailed,
+            ConfigError, CheckError, FileNotFoundError) as exc:
         return fail(str(exc))
     except OSError as exc:  # disk full, read-only or foreign data home, a file where a folder should be
         return fail(_os_message(exc, settings, args.command))

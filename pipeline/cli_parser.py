@@ -1,0 +1,45 @@
+"""The parts of the `grpolens` command line that are not its commands (pipeline/cli.py has those and its parser):
+"did you mean …?" for a mistyped command or choice, subcommands whose --help ends with examples, the version."""
+
+from __future__ import annotations
+
+import argparse
+
+SQL_EXAMPLE = "sql/questions/learning_dynamics_by_run.sql"  # cited by `sql --help`; a test holds it to an existing file
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("grpolens")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, plus "did you mean …?" for a mistyped command or choice (exit status 2 as for any usage error)."""
+
+    def _check_value(self, action, value):  # where argparse refuses a choice (a private hook, stable since 3.2)
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as exc:
+            import difflib
+
+            choices = [str(c) for c in action.choices or ()]
+            close = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.6)
+            if not close or "did you mean" in str(exc):
+                raise
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r}; did you mean {close[0]}? (choose "
+                                                 f"from {', '.join(choices)})") from None
+
+
+def command(sub, name: str, help: str, *examples: str, description: str | None = None) -> argparse.ArgumentParser:
+    """A subcommand whose --help ends with examples."""
+    import textwrap
+
+    text = description or help[0].upper() + help[1:] + "."
+    return sub.add_parser(name, help=help, description=textwrap.fill(text, 100),
+                          epilog="Example" + "s" * (len(examples) > 1) + ":\n  " + "\n  ".join(examples),
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
