@@ -97,11 +97,11 @@ class Settings:
     @property
     def duckdb_config(self) -> dict[str, str]:
         """DuckDB's memory and threads, set on purpose rather than left at 80 % of RAM and every core: a scheduled
-        refresh shares the machine. Past the limit DuckDB spills to the home's tmp/ folder (sorts, joins and
-        aggregates of a full build at 3·10⁷ values do). The same values reach dbt through profiles.yml."""
+        refresh shares the machine. Past the limit DuckDB spills to grpolens.duckdb.tmp/ beside the database, in
+        the home (sorts, joins and aggregates of a full build at 3·10⁷ values do). dbt gets the same values through
+        profiles.yml."""
         return {"memory_limit": os.environ.get("GRPOLENS_MEMORY_LIMIT") or DEFAULT_MEMORY_LIMIT,
-                "threads": os.environ.get("GRPOLENS_THREADS") or str(os.cpu_count() or 1),
-                "temp_directory": str(self.home / "tmp")}
+                "threads": os.environ.get("GRPOLENS_THREADS") or str(os.cpu_count() or 1)}
 
     def export(self) -> None:
         """dbt and child processes read GRPOLENS_HOME themselves: make it the absolute path we resolved."""

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from pipeline.dbt_groups import GroupProgress
 from pipeline.settings import DBT_PROJECT_DIR, SQL_DIR, Settings
 
 _LOCKED = re.compile(r"(could not set lock|conflicting lock)", re.I)
@@ -307,7 +308,8 @@ def build(settings: Settings, select: str | None = None, progress: Callable[[str
     if progress:
         progress(f"building the warehouse with dbt: {plan.describe()} …")
     extra = (["--select", select] if select else []) + dbt_build_args(plan)
-    results = run_dbt(settings, "build", *extra, echo=progress if verbose else None)
+    echo = progress if verbose else GroupProgress(DBT_PROJECT_DIR / "target" / "manifest.json", progress) if progress else None
+    results = run_dbt(settings, "build", *extra, echo=echo)
     counts: dict[str, int] = {}
     failures, messages = [], []
     for node in results.get("results", []):

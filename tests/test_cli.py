@@ -44,6 +44,9 @@ def refreshed(tmp_path_factory):
 def test_refresh_ingests_and_builds_then_does_nothing_when_nothing_is_new(refreshed):
     env, first = refreshed
     assert "5650 values" in first.stderr and "3 runs updated" in first.stderr and "dbt build" in first.stderr
+    # one progress line per layer of the warehouse as dbt finishes it (the Dagster groups), in the order it does
+    for group in ("staging", "core", "elo", "training", "pipeline"):
+        assert re.search(rf"^  {group}: \d+ tables and views built$", first.stderr, re.M), group
     again = grpolens("refresh", env=env, check=True)
     assert "0 read" in again.stderr and "up to date" in again.stderr and "dbt build" not in again.stderr
 
