@@ -409,6 +409,10 @@ def main(argv: list[str] | None = None) -> int:
     reports = bench_reports(3 if args.quick else 5)
     say("8. sweep comparison")
     sweep_bench = bench_sweep(3)
+    say("9. the warehouse at team scale")
+    from benchmarks.scale import bench_scale, print_scale
+
+    scale = bench_scale(args.quick)
     say("5. checks on the labelled suite")
     import tempfile
 
@@ -428,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     res = {"mode": "quick" if args.quick else "full", "cpus": os.cpu_count(), "python": platform.python_version(),
            "data_sets": data_sets, "throughput": throughput, "memory": memory,
            "memory_summary": memory_summary(memory), "refresh": refresh, "events": events,
-           "checks": check_scores, "checks_real": real_scores, "checks_synthetic": synthetic_scores, "cloud": cloud, "reports": reports, "sweep": sweep_bench,
+           "checks": check_scores, "checks_real": real_scores, "checks_synthetic": synthetic_scores, "cloud": cloud, "reports": reports, "sweep": sweep_bench, "scale": scale,
            "total_s": time.perf_counter() - started}
     print_report(res)
     print_events(events)

@@ -1,0 +1,105 @@
+"""Section 9: the warehouse at team scale. JSONL trainer logs (benchmarks/scale_data.py) through the real
+trainer-log source and the real `grpolens` command: a first (full) refresh, a refresh after ~1 % more data, a
+no-op refresh, `grpolens check`, and `grpolens build --full-refresh`, each with the peak RSS of the command and
+its children (dbt). Two sizes show how the cost grows: with what exists for a full build, with what changed for
+an incremental one."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.scale_data import grow, write_set
+
+OUT = Path(__file__).resolve().parent / "out"
+# (label, runs, steps, metrics): 1e7 and 3e7 values
+SIZES = (("1e7", 100, 1000, 100), ("3e7", 100, 3000, 100))
+TARGETS = {"full_s": 120.0, "peak_gib": 3.0, "incremental_share": 0.05, "check_s": 10.0}
+
+# Runs a command and prints its wall time and the peak RSS of its largest process (itself or a child: dbt).
+_MEASURE = """
+import resource, subprocess, sys, time
+t = time.perf_counter()
+proc = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+wall = time.perf_counter() - t
+peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+sys.stderr.write(proc.stdout + proc.stderr)
+print(f"MEASURE {proc.returncode} {wall:.3f} {peak}")
+"""
+
+
+def say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def measured(args: list[str], env: dict) -> dict:
+    exe = str(Path(sys.executable).with_name("grpolens"))
+    proc = subprocess.run([sys.executable, "-c", _MEASURE, exe, *args], env=env, capture_output=True, text=True)
+    line = next((l for l in proc.stdout.splitlines() if l.startswith("MEASURE ")), None)
+    if line is None:
+        raise SystemExit(f"grpolens {' '.join(args)} could not be measured:\n{proc.stderr[-2000:]}")
+    code, wall, peak = line.split()[1:]
+    if int(code) not in (0, 2):
+        raise SystemExit(f"grpolens {' '.join(args)} failed ({code}):\n{proc.stderr[-3000:]}")
+    return {"s": float(wall), "peak_gib": int(peak) / 2**20, "output": proc.stderr[-1500:]}
+
+
+def bench_size(label: str, runs: int, steps: int, metrics: int) -> dict:
+    data = OUT / f"scale-{label}"
+    say(f"  {label}: writing {runs} runs x {steps} steps x {metrics} metrics (kept between benches)")
+    manifest = write_set(data, runs, steps, metrics)
+    home = OUT / f"scale-{label}-home"
+    shutil.rmtree(home, ignore_errors=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRPOLENS_") and not k.startswith("WANDB_")}
+    env.update(GRPOLENS_HOME=str(home), GRPOLENS_TRAINER_LOGS=str(data))
+    result = {"label": label, "values": manifest["values"], "runs": runs}
+    say(f"  {label}: first refresh (ingest, full build, checks)")
+    result["full"] = measured(["refresh"], env)
+    say(f"  {label}: no-op refresh")
+    result["noop"] = measured(["refresh"], env)
+    say(f"  {label}: `grpolens check`")
+    result["check"] = measured(["check", "--format", "json"], env)
+    added = grow(data)
+    result["added_values"] = added
+    say(f"  {label}: refresh after {added:,} more values")
+    result["incremental"] = measured(["refresh"], env)
+    say(f"  {label}: `grpolens build --full-refresh`")
+    result["rebuild"] = measured(["build", "--full-refresh"], env)
+    result["disk_gib"] = sum(p.stat().st_size for p in home.rglob("*") if p.is_file()) / 2**30
+    shutil.rmtree(home, ignore_errors=True)
+    return result
+
+
+def bench_scale(quick: bool = False) -> list[dict]:
+    sizes = SIZES[:1] if quick else SIZES
+    started = time.perf_counter()
+    results = [bench_size(*size) for size in sizes]
+    say(f"  section 9 took {time.perf_counter() - started:.0f}s")
+    return results
+
+
+def print_scale(results: list[dict]) -> None:
+    print("-" * 96)
+    print("9. The warehouse at team scale: JSONL trainer logs (100 runs x 100 metrics) through the real source and "
+          "`grpolens`; wall time of the whole command, peak RSS of its largest process (dbt's included). Targets "
+          f"at 3e7: full refresh <= {TARGETS['full_s']:.0f}s in <= {TARGETS['peak_gib']:.0f} GiB, +1% refresh <= "
+          f"{TARGETS['incremental_share']:.0%} of it, check <= {TARGETS['check_s']:.0f}s")
+    print(f"   {'values':<8}{'first refresh':>18}{'+1% refresh':>18}{'share':>8}{'no-op':>8}{'check':>8}"
+          f"{'--full-refresh':>18}{'disk':>8}")
+    for r in results:
+        def cell(m):
+            return f"{m['s']:6.1f}s {m['peak_gib']:4.2f}GiB"
+        share = r["incremental"]["s"] / r["full"]["s"]
+        print(f"   {r['label']:<8}{cell(r['full']):>18}{cell(r['incremental']):>18}{share:>8.1%}"
+              f"{r['noop']['s']:>7.2f}s{r['check']['s']:>7.2f}s{cell(r['rebuild']):>18}{r['disk_gib']:>6.2f}GiB")
+    if len(results) > 1:
+        a, b = results[0], results[-1]
+        grown = b["values"] / a["values"]
+        print(f"   {b['label']} holds {grown:.0f}x the values of {a['label']}: first refresh x"
+              f"{b['full']['s'] / a['full']['s']:.2f}, build --full-refresh x{b['rebuild']['s'] / a['rebuild']['s']:.2f}, "
+              f"+1% refresh x{b['incremental']['s'] / a['incremental']['s']:.2f} (it adds x"
+              f"{b['added_values'] / a['added_values']:.0f} the values), check x{b['check']['s'] / a['check']['s']:.2f}")
