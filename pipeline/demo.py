@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import random
 import time
 from dataclasses import replace
@@ -11,8 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from pipeline import warehouse
-from pipeline.checks import check_warehouse
-from pipeline.ingest import ingest
+from pipeline.ingest import SOURCES, ingest
 from pipeline.settings import Settings
 
 
@@ -44,8 +46,7 @@ def run_demo(settings: Settings, scale: float = 1.0, progress: Callable[[str], N
     settings = replace(settings, wandb_dirs=_with(settings.wandb_dirs, out), trainer_logs=_with(settings.trainer_logs, logs))
     if not axiom_emulator:
         settings = replace(settings, event_files=_with(settings.event_files, events.parent))
-    ingest(settings, progress=progress)
-    if axiom_emulator:
+    else:
         from pipeline.demo_events import serve_demo_events
         from pipeline.sources import axiom
 
@@ -53,30 +54,75 @@ def run_demo(settings: Settings, scale: float = 1.0, progress: Callable[[str], N
             progress(f"serving the events from the Axiom emulator at {url}")
             for line in axiom.ingest(settings.lake, ["diplomacy"], progress, url=url, token=token).lines():
                 progress(line)
-    warehouse.build(settings, progress=progress, stamp=False)
-    outcomes = check_warehouse(settings)
-    warehouse.stamp_build(settings)
-    flagged = [row for outcome in outcomes for row in outcome.rows]
+    if settings.wandb_projects:  # W&B cloud runs are ingested run by run in Dagster, not by its refresh job
+        ingest(settings, sources=("wandb_cloud",), progress=progress)
+    results = materialize(settings, progress)
+    warehouse.stamp_build(settings)  # a `grpolens refresh` right after has nothing new to build
     progress(summary(settings))
-    progress(f"Checks: {len(flagged)} anomalies flagged ({sum(r['severity'] == 'error' for r in flagged)} errors); "
+    flags = results["anomalies"]
+    progress(f"Checks: {flags['flags']} anomalies flagged ({flags['errors']} errors); "
              "list them with `.venv/bin/grpolens check`")
-    from pipeline.report.batch import verdict_table, write_reports
-
-    reports = write_reports(settings)
     progress(f"\nReports ({settings.reports_dir}; one run: `.venv/bin/grpolens report RUN`):")
-    progress(verdict_table(reports, settings.reports_dir))
-    from pipeline.report.sweep_report import write_group_reports
-
+    progress(results["run_reports"]["verdicts"])
     progress("\nSweeps (one command each: `.venv/bin/grpolens sweep --group G`):")
-    for result in write_group_reports(settings):
-        doc = result["doc"]
-        if doc is None:
-            progress(f"  {result['selection']}: {result['error']}")
-            continue
-        tied = [r["run"] for r in doc["runs"][1:] if r["tied_with_best"]]
-        progress(f"  {doc['selection']}: best {doc['runs'][0]['run']} on {doc['metric']}"
-                 + (f" (tied with {', '.join(tied)})" if tied else "") + f" — {doc['files']['markdown']}")
+    for line in results["sweep_reports"]["summary"].splitlines():
+        progress(f"  {line}")
     progress(f"demo finished in {time.perf_counter() - started:.1f}s")
+
+
+def materialize(settings: Settings, progress: Callable[[str], None]) -> dict[str, dict]:
+    """Run Dagster's `refresh` job in this process, recorded in the instance `grpolens ui` shows (see
+    pipeline.resources.dagster_home), so the UI opens on the demo's materializations and check results, not on
+    "Never materialized". Returns each materialized asset's metadata values by asset key; raises DemoFailed with
+    the failing step's error."""
+    import dagster as dg
+
+    from pipeline.definitions import defs
+    from pipeline.resources import GrpolensResource, dagster_home, dbt_resource
+
+    home = dagster_home(settings)
+    progress(f"materializing every asset with Dagster's `refresh` job (instance {home}) …")
+    resource = GrpolensResource(
+        home=str(settings.home), wandb_dirs=os.pathsep.join(map(str, settings.wandb_dirs)),
+        trainer_logs=os.pathsep.join(map(str, settings.trainer_logs)), axiom_datasets=",".join(settings.axiom_datasets),
+        event_files=os.pathsep.join(map(str, settings.event_files)))
+    started = time.perf_counter()
+    # dagster-dbt echoes dbt's log to stdout; the summary below says what matters, a failure names its step
+    with dg.DagsterInstance.from_config(str(home)) as instance, contextlib.redirect_stdout(io.StringIO()):
+        result = defs.resolve_job_def("refresh").execute_in_process(
+            instance=instance, resources={"grpolens": resource, "dbt": dbt_resource()}, raise_on_error=False,
+            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+            tags={"grpolens/trigger": "demo"})
+    if not result.success:
+        raise DemoFailed(_first_failure(result))
+    metadata = {}
+    for event in result.get_asset_materialization_events():
+        materialization = event.event_specific_data.materialization
+        metadata[materialization.asset_key.to_user_string()] = {k: v.value for k, v in materialization.metadata.items()}
+    checks = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+    for name in SOURCES:
+        lake = next((m for key, m in metadata.items() if key.startswith(f"lake/{name}_")), None)
+        if lake and lake.get("configured"):
+            progress(f"  {name}: {lake['files_read']} of {lake['files_seen']} files read, {lake['values']} values")
+    progress(f"Dagster run {result.run_id[:8]}: {len(metadata)} assets materialized, {len(checks)} asset checks "
+             f"({sum(c.passed for c in checks)} passed) in {time.perf_counter() - started:.1f}s; "
+             "`make ui` shows them")
+    return metadata
+
+
+class DemoFailed(warehouse.BuildFailed):
+    """A step of the demo's Dagster run failed; the message is that step's error."""
+
+
+def _first_failure(result) -> str:
+    for event in result.all_events:
+        if event.is_step_failure:
+            error = event.event_specific_data.error
+            cause = error.cause or error
+            text = cause.message.strip().splitlines()[-1]
+            _, found, rest = text.partition(f"{cause.cls_name}: ")  # "pipeline.warehouse.WarehouseDamaged: …"
+            return f"step {event.step_key} failed: {rest if found else text}"
+    return "the Dagster run failed (see the instance's event log with `make ui`)"
 
 
 def _with(paths: tuple[Path, ...], extra: Path) -> tuple[Path, ...]:

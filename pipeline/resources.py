@@ -45,3 +45,27 @@ def dbt_resource() -> DbtCliResource:
     beside = Path(sys.executable).with_name("dbt")
     return DbtCliResource(project_dir=dbt_project, profiles_dir=str(dbt_project.project_dir),
                           dbt_executable=str(beside) if beside.exists() else "dbt")
+
+
+# Written once into a new DAGSTER_HOME: without a dagster.yaml Dagster warns on every start. Telemetry is off and so
+# is the UI's "join the community" sign-up dialog: a local diagnosis tool should neither phone home nor ask for an
+# email before the first click.
+DAGSTER_YAML = """\
+# The Dagster instance grpolens uses (`grpolens demo` records its run here; `grpolens ui` shows it).
+# Storage (runs, event logs, schedules) defaults to this folder.
+telemetry:
+  enabled: false
+nux:
+  enabled: false
+"""
+
+
+def dagster_home(settings: Settings) -> Path:
+    """$DAGSTER_HOME, else <GRPOLENS_HOME>/dagster: one instance, so what `grpolens demo` materializes is what
+    `grpolens ui` shows. Creates the folder and its dagster.yaml when missing (an existing one is left alone)."""
+    home = Path(os.environ.get("DAGSTER_HOME") or settings.home / "dagster").expanduser().resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():
+        config.write_text(DAGSTER_YAML, encoding="utf-8")
+    return home

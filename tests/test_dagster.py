@@ -1,14 +1,15 @@
-"""The Dagster code location loads, materializes the ingest and dbt assets, and its sensor sees new files."""
+"""The Dagster code location: groups that show the architecture, descriptions from the dbt YAML (never SQL), a
+refresh (the same selection as the UI's "Materialize all") that needs no partition and materializes everything
+with row counts, column types and flag tables by run name, and a sensor that sees new files."""
 
 from __future__ import annotations
 
+import re
+
 import dagster as dg
+import pytest
 
 from pipeline import warehouse
-from pipeline.assets.dbt import grpolens_dbt_assets
-from pipeline.assets.health import anomalies
-from pipeline.assets.ingestion import LAKE_ASSETS
-from pipeline.assets.reports import run_reports
 from pipeline.checks import load_checks
 from pipeline.definitions import defs
 from pipeline.resources import GrpolensResource, dbt_resource
@@ -16,6 +17,10 @@ from pipeline.sensors import FILE_SENSORS
 from pipeline.settings import Settings
 from pipeline.sources import wandb_offline
 from tests.conftest import LENGTH_COLLAPSE
+
+# The same real run as its verl console log: a second run with the same collapse, so a check flags two runs.
+CONSOLE_LOG = LENGTH_COLLAPSE / "run-20251130_144822-gjvwlq13" / "files" / "output.log"
+GROUPS = {"lake", "staging", "core", "elo", "training", "pipeline", "health", "reports"}
 
 
 def test_definitions_load_with_assets_checks_sensor_and_schedule():
@@ -36,31 +41,177 @@ def test_definitions_load_with_assets_checks_sensor_and_schedule():
     assert defs.resolve_schedule_def("hourly_refresh").cron_schedule == "0 * * * *"
 
 
-def test_materialize_everything_on_the_real_run(tmp_path):
-    home = tmp_path / "home"
-    resource = GrpolensResource(home=str(home), wandb_dirs=str(LENGTH_COLLAPSE))
-    result = dg.materialize([LAKE_ASSETS["wandb_offline"], grpolens_dbt_assets, anomalies, run_reports],
-                            resources={"grpolens": resource, "dbt": dbt_resource()},
-                            instance=dg.DagsterInstance.ephemeral())
+def test_groups_follow_the_dbt_folders_and_the_pipeline_stages():
+    graph = defs.resolve_asset_graph()
+    group = {key.to_user_string(): graph.get(key).group_name for key in graph.get_all_asset_keys()}
+    assert set(group.values()) == GROUPS  # nothing left in `default`
+    assert {name: group[name] for name in (
+        "lake/wandb_offline_history", "lake/wandb_cloud_history", "stg_lake__history", "stg_events__rollouts",
+        "metric_aliases", "history", "runs", "metrics", "int_metric__tails", "run_outcomes", "int_elo__observations",
+        "elo_gap", "learning_dynamics", "power_law_fit", "health", "rollout_timing", "anomalies", "checks/anomalies",
+        "run_reports", "sweep_reports")} == {
+        "lake/wandb_offline_history": "lake", "lake/wandb_cloud_history": "lake", "stg_lake__history": "staging",
+        "stg_events__rollouts": "staging", "metric_aliases": "staging", "history": "core", "runs": "core",
+        "metrics": "core", "int_metric__tails": "core", "run_outcomes": "core", "int_elo__observations": "elo",
+        "elo_gap": "elo", "learning_dynamics": "training", "power_law_fit": "training", "health": "pipeline",
+        "rollout_timing": "pipeline", "anomalies": "health", "checks/anomalies": "health", "run_reports": "reports",
+        "sweep_reports": "reports"}
+
+
+def test_dbt_assets_are_described_by_their_yaml_never_their_sql():
+    graph = defs.resolve_asset_graph()
+    dbt_keys = [key for key in graph.get_all_asset_keys() if "dbt" in graph.get(key).kinds]
+    assert len(dbt_keys) > 30
+    for key in dbt_keys:
+        description = graph.get(key).description or ""
+        assert description and not description.startswith("dbt "), f"{key.to_user_string()} has no YAML description"
+        assert not re.search(r"Raw SQL|```sql|\bselect\b.*\bfrom\b|\{\{\s*ref\(", description, re.I | re.S), (
+            key.to_user_string(), description)
+    assert graph.get(dg.AssetKey("elo_gap")).description.startswith("The one definition of the Elo gap")
+    # the YAML's column docs are the columns' descriptions
+    columns = {c.name: c.description for c in graph.get(dg.AssetKey("history")).metadata["dagster/column_schema"].columns}
+    assert columns["value_int"] == "Integers exactly (a double cannot hold 2**53 + 1)."
+
+
+def test_materialize_all_needs_no_partition_and_nothing_upstream_of_it_is_left_unmaterialized():
+    graph = defs.resolve_asset_graph()
+    materializable = {key for key in graph.get_all_asset_keys() if graph.get(key).is_materializable}
+    # the UI's "Materialize all" takes every materializable asset: one partitioned among them blocks it
+    assert not [key for key in materializable if graph.get(key).partitions_def is not None]
+    refresh = defs.resolve_job_def("refresh")
+    assert set(refresh.asset_layer.executable_asset_keys) == materializable
+    # W&B cloud runs: declared lake tables, one partition per run, filled by their own partitioned job
+    cloud = dg.AssetKey(["lake", "wandb_cloud_history"])
+    assert graph.get(cloud).partitions_def is not None and not graph.get(cloud).is_materializable
+    assert defs.resolve_job_def("wandb_cloud_ingest").partitions_def == graph.get(cloud).partitions_def
+    # what the refresh reads from outside itself can never be "not materialized yet" (the UI's "Are you sure?")
+    upstream = {parent for key in materializable for parent in graph.get(key).parent_keys} - materializable
+    assert cloud in upstream and not [key for key in upstream if graph.get(key).is_materializable]
+
+
+@pytest.fixture(scope="module")
+def refreshed(tmp_path_factory):
+    """The refresh job on two real runs (the collapse as its W&B file and as its console log), as the UI runs it."""
+    home = tmp_path_factory.mktemp("refresh") / "home"
+    resource = GrpolensResource(home=str(home), wandb_dirs=str(LENGTH_COLLAPSE), trainer_logs=str(CONSOLE_LOG))
+    result = defs.resolve_job_def("refresh").execute_in_process(
+        resources={"grpolens": resource, "dbt": dbt_resource()}, instance=dg.DagsterInstance.ephemeral())
     assert result.success
-    materialized = {m.asset_key.to_user_string() for m in result.get_asset_materialization_events()
-                    for m in [m.event_specific_data.materialization]}
-    assert {"lake/wandb_offline_history", "history", "metrics", "learning_dynamics", "elo_gap",
-            "run_reports"} <= materialized
+    materializations = {e.event_specific_data.materialization.asset_key.to_user_string():
+                        e.event_specific_data.materialization.metadata
+                        for e in result.get_asset_materialization_events()}
+    evaluations = {e.event_specific_data.asset_check_key.name: e.event_specific_data
+                   for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    return home, materializations, evaluations
+
+
+def test_refresh_materializes_everything_and_reports(refreshed):
+    home, materialized, evaluations = refreshed
+    assert {"lake/wandb_offline_history", "lake/trainer_log_history", "history", "metrics", "learning_dynamics",
+            "elo_gap", "anomalies", "run_reports", "sweep_reports"} <= set(materialized)
     # the reports asset shows each run's verdict, and the main plot of a run that is unhealthy
-    (reports,) = [m.event_specific_data.materialization.metadata for m in result.get_asset_materialization_events()
-                  if m.event_specific_data.materialization.asset_key == dg.AssetKey("run_reports")]
+    reports = materialized["run_reports"]
     assert "| qwen2_3b_opd | unhealthy | response_length_collapse | 36 |" in reports["verdicts"].value
     assert reports["plot qwen2_3b_opd"].value.count("](data:image/png;base64,") == 1
     assert (home / "reports" / "qwen2_3b_opd" / "report.md").is_file()
-    evaluations = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
-    assert evaluations and all(e.passed for e in evaluations)
+    rules = {r.name for r in load_checks()}
+    assert all(e.passed for name, e in evaluations.items() if name not in rules)  # dbt's data tests
     con = warehouse.connect_readonly(Settings(home=home))
     try:
-        assert con.sql("select count(*) from history").fetchone()[0] == 5650
+        assert con.sql("select count(*) from history where run_key like 'wandb:%'").fetchone()[0] == 5650
         assert con.sql("select count(distinct metric) from metrics").fetchone()[0] >= 15
     finally:
         con.close()
+
+
+def test_every_table_asset_carries_its_row_count_columns_and_first_rows(refreshed):
+    home, materialized, _ = refreshed
+    con = warehouse.connect_readonly(Settings(home=home))
+    try:
+        tables = dict(con.sql("select table_name, table_type from information_schema.tables "
+                              "where table_schema = 'main'").fetchall())
+        for name in ("history", "runs", "metrics", "learning_dynamics", "elo_references", "health"):
+            assert tables[name] == "BASE TABLE"
+            metadata = materialized[name]
+            rows = con.sql(f'select count(*) from "{name}"').fetchone()[0]
+            assert metadata["dagster/row_count"].value == rows
+            columns = con.execute("select column_name, data_type from information_schema.columns "
+                                  "where table_name = ? order by ordinal_position", [name]).fetchall()
+            assert [(c.name, c.type) for c in metadata["dagster/column_schema"].schema.columns] == columns
+            preview = metadata["preview"].value  # a Markdown table of the first rows (`health`: no events here)
+            assert preview.startswith(f"| {columns[0][0]} |") if rows else preview == "(no rows)"
+    finally:
+        con.close()
+    history = {c.name: c for c in materialized["history"]["dagster/column_schema"].schema.columns}
+    assert history["step"].type == "BIGINT" and history["value"].type == "DOUBLE"
+    assert history["versions"].description.startswith("How many records carried")  # the YAML's column doc
+    assert materialized["runs"]["dagster/row_count"].value == 2
+    # a view gets its columns, but no count: counting it would run its whole query over the lake
+    view = materialized["stg_lake__history"]
+    assert "dagster/row_count" not in view and "lake_source" in {c.name for c in view["dagster/column_schema"].schema.columns}
+
+
+def _table_rows(markdown: str) -> list[dict]:
+    lines = [line for line in markdown.splitlines() if line.startswith("|")]
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    return [dict(zip(header, (cell.strip() for cell in line.strip("|").split("|")))) for line in lines[2:]]
+
+
+def _significant_digits(cell: str) -> int:
+    mantissa = re.sub(r"e[+-]?\d+$", "", cell.lstrip("-"))
+    digits = mantissa.replace(".", "").lstrip("0")
+    return len(digits if "." in mantissa else digits.rstrip("0"))  # 516000 is 3 digits, 0.0275 too
+
+
+def test_anomalies_show_every_flag_by_run_name_with_rounded_values(refreshed):
+    _, materialized, _ = refreshed
+    rows = _table_rows(materialized["anomalies"]["flagged"].value)
+    assert len(rows) == materialized["anomalies"]["flags"].value
+    assert {"qwen2_3b_opd", "run-20251130_144822-gjvwlq13"} <= {row["run"] for row in rows}
+    assert not [row for row in rows if row["run"].startswith(("wandb:", "trainer_log:"))]  # names, not run_keys
+    collapse = [row for row in rows if row["check"] == "response_length_collapse"]
+    assert {(row["run"], row["onset step"]) for row in collapse} == {("qwen2_3b_opd", "36"),
+                                                                      ("run-20251130_144822-gjvwlq13", "36")}
+    numbers = [row[column] for row in rows for column in ("value", "threshold") if row[column] != "–"]
+    assert numbers and all(_significant_digits(n) <= 3 for n in numbers), numbers
+
+
+def test_an_asset_check_lists_every_flagged_run_with_its_threshold(refreshed):
+    _, _, evaluations = refreshed
+    collapse = evaluations["response_length_collapse"]
+    assert not collapse.passed and collapse.severity == dg.AssetCheckSeverity.ERROR
+    assert collapse.metadata["runs_flagged"].value == 2
+    rows = _table_rows(collapse.metadata["flagged"].value)
+    assert {row["run"]: row["threshold"] for row in rows} == {"qwen2_3b_opd": "204",
+                                                              "run-20251130_144822-gjvwlq13": "208"}
+    assert all(row["message"].startswith("mean response length collapsed") for row in rows)
+    assert "drop_ratio=0.3" in collapse.metadata["thresholds"].value
+    quiet = evaluations["loss_nonfinite"]
+    assert quiet.passed and quiet.metadata["flagged"].value == "No flags."
+
+
+def test_a_wandb_cloud_run_is_one_partition_of_its_own_job(tmp_path, monkeypatch):
+    from pipeline.jobs import wandb_cloud_job
+    from tests.wandb_emulator import WandbEmulator
+
+    WandbEmulator.client_settings(retry_max=2, wait_seconds=1, timeout_seconds=5)
+    resource = GrpolensResource(home=str(tmp_path / "home"), wandb_projects="testers/grpo")
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("wandb_cloud_runs", ["testers/grpo/p1", "testers/grpo/p2"])
+    with WandbEmulator() as emu:
+        for run_id in ("p1", "p2"):
+            emu.add_run("testers", "grpo", run_id, history=[{"_step": s, "w": s} for s in range(10)])
+        monkeypatch.setenv("WANDB_BASE_URL", emu.base_url)
+        monkeypatch.setenv("WANDB_API_KEY", emu.api_key)
+        result = wandb_cloud_job.execute_in_process(partition_key="testers/grpo/p1", instance=instance,
+                                                    resources={"grpolens": resource})
+    assert result.success
+    history = dg.AssetKey(["lake", "wandb_cloud_history"])
+    (event,) = [e.event_specific_data.materialization for e in result.get_asset_materialization_events()
+                if e.event_specific_data.materialization.asset_key == history]
+    assert event.partition == "testers/grpo/p1" and event.metadata["history_rows"].value == 10
+    # the UI shows the run as the materialized partition of the declared lake table; the other run waits its turn
+    assert instance.get_materialized_partitions(history) == {"testers/grpo/p1"}
 
 
 def test_sensor_requests_a_run_for_new_or_grown_files_only(tmp_path):

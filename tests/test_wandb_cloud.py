@@ -214,7 +214,8 @@ def test_many_runs_bounded_concurrency_and_progress(tmp_path, emu):
 def test_dagster_sensor_adds_run_partitions_and_one_run_materializes_alone(tmp_path, emu, monkeypatch):
     import dagster as dg
 
-    from pipeline.assets.wandb_cloud import wandb_cloud_lake, wandb_cloud_runs
+    from pipeline.assets.wandb_cloud import wandb_cloud_runs
+    from pipeline.jobs import wandb_cloud_job
     from pipeline.resources import GrpolensResource
     from pipeline.sensors import wandb_cloud_sensor
 
@@ -233,8 +234,8 @@ def test_dagster_sensor_adds_run_partitions_and_one_run_materializes_alone(tmp_p
     assert {r.partition_key for r in first.run_requests} == paths
     instance.add_dynamic_partitions(wandb_cloud_runs.name, sorted(paths))
 
-    result = dg.materialize([wandb_cloud_lake], partition_key=f"{ENTITY}/{PROJECT}/p1", instance=instance,
-                            resources={"grpolens": resource})
+    result = wandb_cloud_job.execute_in_process(partition_key=f"{ENTITY}/{PROJECT}/p1", instance=instance,
+                                                resources={"grpolens": resource})
     assert result.success
     lake = Settings(home=home).lake
     assert wandb_cloud.load_cursor(lake, f"wandb:{ENTITY}/{PROJECT}/p1")["last_step"] == 9

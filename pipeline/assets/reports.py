@@ -50,7 +50,8 @@ def sweep_reports(context: dg.AssetExecutionContext, grpolens: GrpolensResource)
 
     settings = grpolens.settings()
     results = sweep_report.write_group_reports(settings)
-    metadata: dict[str, object] = {"sweeps": sum(r["doc"] is not None for r in results)}
+    metadata: dict[str, object] = {"sweeps": sum(r["doc"] is not None for r in results),
+                                   "summary": dg.MetadataValue.text("\n".join(sweep_lines(results)) or "no groups")}
     for result in results:
         if result["doc"] is None:
             context.log.info(f"{result['selection']}: {result['error']}")
@@ -61,3 +62,18 @@ def sweep_reports(context: dg.AssetExecutionContext, grpolens: GrpolensResource)
                   f"([sweep.md]({doc['files']['markdown']}))\n\n")
         metadata[result["selection"]] = dg.MetadataValue.md(header + sweep_report.ranking_table(doc))
     return dg.MaterializeResult(metadata=metadata)
+
+
+def sweep_lines(results: list[dict]) -> list[str]:
+    """One line per sweep or group: its winner (and the runs tied with it) and where the comparison is, or why it
+    could not be compared. `grpolens demo` prints them from this asset's metadata."""
+    lines = []
+    for result in results:
+        doc = result["doc"]
+        if doc is None:
+            lines.append(f"{result['selection']}: {result['error']}")
+            continue
+        tied = [r["run"] for r in doc["runs"][1:] if r["tied_with_best"]]
+        lines.append(f"{doc['selection']}: best {doc['runs'][0]['run']} on {doc['metric']}"
+                     + (f" (tied with {', '.join(tied)})" if tied else "") + f" — {doc['files']['markdown']}")
+    return lines

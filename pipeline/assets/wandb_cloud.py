@@ -1,8 +1,13 @@
-"""W&B cloud runs as a dynamically partitioned asset: one partition per run (``entity/project/run_id``).
+"""W&B cloud runs in Dagster: the lake tables they fill, partitioned per run (``entity/project/run_id``), and the op
+that ingests one run.
 
-A sensor adds partitions as runs appear and requests the runs that changed, so ingestion fans out run by run
-and one run can be re-materialized from the UI. Each partition appends that run's new history to the same lake
-tables the full ``grpolens ingest`` writes (lake/<table>/source=wandb_cloud)."""
+The tables are declared here, not materialized by an asset: the `wandb_cloud_ingest` job (pipeline.jobs), which
+`wandb_cloud_sensor` launches per new or changed run, ingests one partition and records its materializations on
+them. Were they a partitioned asset, every selection over the whole graph (the UI's "Materialize all") would need
+a partition picked, and with no W&B project configured there is none: the launch is disabled. As declared tables
+they stay out of "Materialize all" and out of the refresh, and the UI does not ask whether to build the warehouse
+without them. Each partition appends that run's new history to the same lake tables the full
+``grpolens ingest`` writes (lake/<table>/source=wandb_cloud)."""
 
 import dagster as dg
 
@@ -12,19 +17,18 @@ from pipeline.sources import wandb_cloud
 
 wandb_cloud_runs = dg.DynamicPartitionsDefinition(name="wandb_cloud_runs")
 
+WANDB_CLOUD_TABLES = [
+    dg.AssetSpec(["lake", f"wandb_cloud_{table}"], group_name="lake", kinds={"parquet", "wandb"},
+                 partitions_def=wandb_cloud_runs,
+                 description=f"Lake table `{table}`, appended run by run from the W&B cloud API by the "
+                             "`wandb_cloud_ingest` job (one partition per run; `wandb_cloud_sensor` adds and "
+                             "launches them when GRPOLENS_WANDB_PROJECTS is set).")
+    for table in SOURCES["wandb_cloud"].tables
+]
 
-@dg.multi_asset(
-    name="wandb_cloud_lake",
-    specs=[
-        dg.AssetSpec(["lake", f"wandb_cloud_{table}"], group_name="lake", kinds={"parquet", "wandb"},
-                     description=f"Lake table `{table}`, appended run by run from the W&B cloud API.")
-        for table in SOURCES["wandb_cloud"].tables
-    ],
-    partitions_def=wandb_cloud_runs,
-    can_subset=False,
-    description="Append one W&B cloud run's new history, config, summary and artifacts to the lake.",
-)
-def wandb_cloud_lake(context: dg.AssetExecutionContext, grpolens: GrpolensResource):
+
+@dg.op(out={}, description="Append one W&B cloud run's new history, config, summary and artifacts to the lake.")
+def ingest_wandb_cloud_run(context: dg.OpExecutionContext, grpolens: GrpolensResource):
     settings = grpolens.settings()
     report = wandb_cloud.ingest(settings.lake, settings.wandb_projects, progress=context.log.info,
                                 run_paths=[context.partition_key])
@@ -37,5 +41,5 @@ def wandb_cloud_lake(context: dg.AssetExecutionContext, grpolens: GrpolensResour
         "ingest_id": report.ingest_id if report.ingest_id is not None else dg.MetadataValue.null(),
         "seconds": round(report.seconds, 3),
     }
-    for table in SOURCES["wandb_cloud"].tables:
-        yield dg.MaterializeResult(asset_key=["lake", f"wandb_cloud_{table}"], metadata=metadata)
+    for spec in WANDB_CLOUD_TABLES:
+        yield dg.AssetMaterialization(asset_key=spec.key, partition=context.partition_key, metadata=metadata)
