@@ -44,14 +44,19 @@ class BuildPlan:
         return f"incremental build: {len(self.changed_runs)} run(s) changed ({self.reason})"
 
 
-def dbt_digest() -> str:
-    """The dbt project's models, macros, seeds and settings: when they change, every model is rebuilt."""
+def files_digest(base: Path) -> str:
+    """The SQL, YAML and CSV files under ``base`` (names and bytes; dbt's target folder left out)."""
     digest = hashlib.sha256()
-    for path in sorted(DBT_PROJECT_DIR.rglob("*")):
+    for path in sorted(base.rglob("*")):
         if path.is_file() and path.suffix in {".sql", ".yml", ".csv"} and "target" not in path.parts:
-            digest.update(str(path.relative_to(DBT_PROJECT_DIR)).encode())
+            digest.update(str(path.relative_to(base)).encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def dbt_digest() -> str:
+    """The dbt project's models, macros, seeds and settings: when they change, every model is rebuilt."""
+    return files_digest(DBT_PROJECT_DIR)
 
 
 def lake_parts(settings: Settings) -> dict[str, tuple[int, int]]:
@@ -143,7 +148,7 @@ def prepare(settings: Settings, full_refresh: bool = False) -> BuildPlan:
 
     build = plan(settings, full_refresh)
     settings.home.mkdir(parents=True, exist_ok=True)
-    _write_json(settings.home / PENDING, asdict(build))
+    write_json(settings.home / PENDING, asdict(build))
     con = warehouse.connect_write(settings) if settings.duckdb_path.exists() else _create(settings)
     try:
         con.execute("begin")
@@ -183,7 +188,8 @@ def run_versions(record: dict | None) -> dict[str, str]:
     return {run: hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16] for run, parts in parts_of.items()}
 
 
-def _write_json(path: Path, data: dict) -> None:
+def write_json(path: Path, data: dict) -> None:
+    """Replace ``path`` whole: a reader sees the old or the new file, never half of one."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data))
     os.replace(tmp, path)

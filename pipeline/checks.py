@@ -245,7 +245,7 @@ def checks_digest(checks: list[Check], overrides: dict[str, dict]) -> str:
     return digest.hexdigest()
 
 
-def _shadow_unchanged_runs(con, runs: list[str]) -> None:
+def _restrict_to_runs(con, runs: list[str]) -> None:
     """Temporary views named like every per-run table, holding only ``runs`` (and rows of no run, the event
     marts' dataset hours): the rules then read only what changed, with their SQL untouched."""
     database = con.execute("select current_database()").fetchone()[0]
@@ -297,7 +297,7 @@ def check_warehouse(settings, run_key: str | None = None, persist: bool = True) 
         redo = sorted(run for run, version in versions.items() if known.get(run) != version)
         gone = sorted(set(known) - set(versions))
         if not whole:
-            _shadow_unchanged_runs(con, redo)
+            _restrict_to_runs(con, redo)
         outcomes = run_checks(con, checks, overrides)
     finally:
         con.close()
@@ -310,9 +310,7 @@ def check_warehouse(settings, run_key: str | None = None, persist: bool = True) 
         outcomes = _stored_outcomes(con, outcomes)
     finally:
         con.close()
-    tmp = state_path.with_name(state_path.name + ".tmp")
-    tmp.write_text(json.dumps({"digest": digest, "versions": versions}), encoding="utf-8")
-    tmp.replace(state_path)
+    build_plan.write_json(state_path, {"digest": digest, "versions": versions})
     return outcomes
 
 

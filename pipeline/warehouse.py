@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NoReturn
 
 from pipeline.dbt_groups import GroupProgress
 from pipeline.settings import DBT_PROJECT_DIR, SQL_DIR, Settings
@@ -240,12 +240,9 @@ def build_fingerprint(settings: Settings) -> dict:
                     ingests[path.stem] = json.load(fh).get("last_ingest_id", 0)
             except (ValueError, AttributeError):  # damaged: the source's next ingest moves it aside and says so
                 ingests[path.stem] = "unreadable"
-    digest = hashlib.sha256()
-    for base in (DBT_PROJECT_DIR, SQL_DIR / "checks"):
-        for path in sorted(base.rglob("*")):
-            if path.is_file() and path.suffix in {".sql", ".yml", ".csv"} and "target" not in path.parts:
-                digest.update(str(path.relative_to(base.parent)).encode())
-                digest.update(path.read_bytes())
+    from pipeline.build_plan import dbt_digest, files_digest
+
+    digest = hashlib.sha256(dbt_digest().encode() + files_digest(SQL_DIR / "checks").encode())
     digest.update((SQL_DIR / "detectors.sql").read_bytes())  # the macros the checks call
     config = settings.config_path
     if config is not None:
@@ -290,11 +287,10 @@ def dbt_build_args(plan) -> list[str]:
 def build(settings: Settings, select: str | None = None, progress: Callable[[str], None] | None = None,
           verbose: bool = False, stamp: bool = True, full_refresh: bool = False) -> dict:
     """`dbt build` (seeds, models, data and unit tests); returns counts. Raises BuildFailed with dbt's failures."""
-    from pipeline.ingest import ensure_lake
-
     import duckdb
 
     from pipeline import build_plan
+    from pipeline.ingest import ensure_lake
 
     ensure_lake(settings)
     fingerprint = build_fingerprint(settings)
@@ -304,11 +300,12 @@ def build(settings: Settings, select: str | None = None, progress: Callable[[str
         plan = build_plan.prepare(settings, full_refresh)
     except duckdb.Error as exc:  # a damaged lake part (its runs could not be read), or the warehouse file
         _raise_build_failure(settings, str(exc).splitlines()[0], str(exc))
-        raise
     if progress:
         progress(f"building the warehouse with dbt: {plan.describe()} …")
     extra = (["--select", select] if select else []) + dbt_build_args(plan)
-    echo = progress if verbose else GroupProgress(DBT_PROJECT_DIR / "target" / "manifest.json", progress) if progress else None
+    echo = progress  # dbt's own lines, or one line per layer of the warehouse as dbt finishes it
+    if progress and not verbose:
+        echo = GroupProgress(DBT_PROJECT_DIR / "target" / "manifest.json", progress)
     results = run_dbt(settings, "build", *extra, echo=echo)
     counts: dict[str, int] = {}
     failures, messages = [], []
@@ -334,7 +331,7 @@ def build(settings: Settings, select: str | None = None, progress: Callable[[str
     return counts
 
 
-def _raise_build_failure(settings: Settings, summary: str, messages: str) -> None:
+def _raise_build_failure(settings: Settings, summary: str, messages: str) -> NoReturn:
     """The most useful error for a failed build: a lock, a full or read-only disk, a damaged warehouse file, damaged
     lake parts, or else dbt's failures."""
     if _LOCKED.search(messages):
