@@ -9,7 +9,7 @@ export GRPOLENS_WANDB_DIRS ?= $(wildcard $(GRPOLENS_HOME)/demo_runs)
 export GRPOLENS_TRAINER_LOGS ?= $(wildcard $(GRPOLENS_HOME)/demo_trainer_logs)
 export GRPOLENS_EVENT_FILES ?= $(wildcard $(GRPOLENS_HOME)/demo_events)
 
-.PHONY: setup demo test ui bench manifest clean
+.PHONY: setup demo lint format test test-fast ui bench manifest clean
 
 setup: $(VENV)/.installed dbt_project/target/manifest.json
 
@@ -28,8 +28,24 @@ manifest: dbt_project/target/manifest.json
 demo: setup
 	$(BIN)/grpolens demo
 
+# The same tools as .pre-commit-config.yaml: ruff (lint + format check) and mypy on the Python, sqlfluff on the
+# dbt models and the SQL checks and questions. `make format` applies ruff's fixes and formatting.
+lint: setup
+	$(BIN)/ruff check pipeline tests benchmarks
+	$(BIN)/ruff format --check pipeline tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/sqlfluff lint dbt_project/models dbt_project/macros sql
+
+format: setup
+	$(BIN)/ruff check --fix pipeline tests benchmarks
+	$(BIN)/ruff format pipeline tests benchmarks
+
 test: setup
 	$(BIN)/pytest
+
+# Everything but the tests marked slow (the browser, kill-and-rebuild equivalence): a quick loop while developing.
+test-fast: setup
+	$(BIN)/pytest -m 'not slow'
 
 ui: setup
 	$(BIN)/grpolens ui

@@ -32,6 +32,8 @@ def pytest_configure(config):
     `make setup` does, so the manifest is never stale."""
     for name in USER_ENV:
         os.environ.pop(name, None)
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller parsed before starting it
+        return
     subprocess.run([str(BIN / "dbt"), "parse", "--quiet", "--profiles-dir", "."], cwd=DBT_PROJECT_DIR,
                    env={**os.environ, "GRPOLENS_HOME": tempfile.mkdtemp(prefix="grpolens-parse-")}, check=True)
 

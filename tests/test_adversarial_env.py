@@ -96,6 +96,7 @@ def small_disk(tmp_path):
         _mount("umount", "-l", str(home))
 
 
+@pytest.mark.slow
 def test_disk_full_during_ingest_and_build_says_so_and_a_rerun_recovers_everything(small_disk, tmp_path):
     home, resize = small_disk
     steps = 20_000  # 80,000 values: their Parquet part is larger than the 400 KiB disk

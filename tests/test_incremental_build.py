@@ -103,6 +103,7 @@ def run_keys(settings: Settings) -> dict[str, str]:
         con.close()
 
 
+@pytest.mark.slow
 def test_incremental_refreshes_equal_a_full_rebuild(tmp_path, logs):
     wandb_root = tmp_path / "wandb-runs"
     write_run(wandb_root, [{"loss": 1.0 / (s + 1), "reward": s / 10} for s in range(30)], run_id="resume01",
@@ -157,6 +158,7 @@ def test_incremental_refreshes_equal_a_full_rebuild(tmp_path, logs):
     assert_same_warehouse(settings.duckdb_path, full_rebuild(settings, tmp_path / "full").duckdb_path)
 
 
+@pytest.mark.slow
 def test_a_build_killed_at_random_moments_is_completed_by_the_next(tmp_path, logs):
     settings = Settings(home=tmp_path / "home", trainer_logs=(logs.parent,))
     refresh(settings)

@@ -60,6 +60,7 @@ def ingest_process(lake, runs, delay=None):
     return killed, time.perf_counter() - started
 
 
+@pytest.mark.slow
 def test_kill_anywhere_then_rerun_loses_and_doubles_nothing(tmp_path, runs):
     clean = wandb_offline.ingest(tmp_path / "clean", [runs])
     assert clean.values == 3 * 1500 * 102  # each row also has _runtime and _timestamp

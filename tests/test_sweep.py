@@ -160,6 +160,7 @@ def test_dagster_sweep_reports_asset_shows_each_groups_ranking(sweeps):
     assert (settings.reports_dir / "_sweeps" / "group_lr-sweep" / "sweep.md").is_file()
 
 
+@pytest.mark.slow
 def test_compare_real_runs_whose_varying_config_is_a_list(tmp_path):
     """The two vendored verl runs differ in list-valued config entries: their effect plots show the lists as text."""
     from tests.conftest import LENGTH_COLLAPSE, REAL_RUNS

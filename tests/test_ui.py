@@ -17,6 +17,8 @@ import urllib.request
 from pathlib import Path
 from typing import Iterator
 
+import pytest
+
 import yaml
 
 from pipeline import warehouse
@@ -110,6 +112,7 @@ def wait_for_run(port: int, run_id: str, seconds: float = 240) -> str:
     return wait_for(finished, seconds, f"run {run_id} to finish")
 
 
+@pytest.mark.slow
 def test_ui_opens_on_the_demo_materializations_and_launches_a_refresh(tmp_path, monkeypatch):
     from pipeline.demo import materialize
 

@@ -34,6 +34,7 @@ def browser():
             chromium.close()
 
 
+@pytest.mark.slow
 def test_materialize_all_from_the_lineage_and_read_the_flags(tmp_path, browser, monkeypatch):
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     home = tmp_path / "home"
