@@ -39,10 +39,18 @@ def do_ingest(lake: Path, batch_rows: int, roots: list[Path]) -> dict:
     report = wandb_offline.ingest(lake, roots, batch_rows=batch_rows)
     wall = time.perf_counter() - t0
     peak = peak_rss_kib()
-    return {"values": report.values, "records": report.records, "files_read": report.files_read,
-            "issues": len(report.issues), "seconds": report.seconds, "wall": wall,
-            "rss_before_kib": before, "peak_before_kib": peak_before, "peak_kib": peak,
-            "rss_after_kib": rss_kib()}
+    return {
+        "values": report.values,
+        "records": report.records,
+        "files_read": report.files_read,
+        "issues": len(report.issues),
+        "seconds": report.seconds,
+        "wall": wall,
+        "rss_before_kib": before,
+        "peak_before_kib": peak_before,
+        "peak_kib": peak,
+        "rss_after_kib": rss_kib(),
+    }
 
 
 def do_floor(files: list[Path]) -> dict:

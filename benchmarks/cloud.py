@@ -23,8 +23,10 @@ ENTITY, PROJECT = "bench", "grpo"
 
 def _history(rng: random.Random, rows: int, keys: int) -> list[dict]:
     names = [f"train/metric_{k}" for k in range(keys)]
-    return [{"_step": s, "_runtime": s * 1.5, "_timestamp": 1.7e9 + s, **{n: rng.gauss(0, 1) for n in names}}
-            for s in range(rows)]
+    return [
+        {"_step": s, "_runtime": s * 1.5, "_timestamp": 1.7e9 + s, **{n: rng.gauss(0, 1) for n in names}}
+        for s in range(rows)
+    ]
 
 
 def _serve(conn, seed: int, history_runs: tuple[int, int, int]) -> None:
@@ -52,8 +54,9 @@ def bench_cloud(repeats: int, quick: bool) -> dict:
     runs, rows, keys = (4, 2_000, 10) if quick else (10, 10_000, 10)
     WandbEmulator.client_settings(retry_max=3, wait_seconds=1, timeout_seconds=30)
     parent, child = multiprocessing.get_context("fork").Pipe()
-    server = multiprocessing.get_context("fork").Process(target=_serve, args=(child, 7, (runs, rows, keys)),
-                                                         daemon=True)
+    server = multiprocessing.get_context("fork").Process(
+        target=_serve, args=(child, 7, (runs, rows, keys)), daemon=True
+    )
     server.start()
     try:
         base_url, api_key = parent.recv()
@@ -69,8 +72,13 @@ def bench_cloud(repeats: int, quick: bool) -> dict:
 
         home = scratch / "noop-home"
         shutil.rmtree(home, ignore_errors=True)
-        env = {**os.environ, "GRPOLENS_HOME": str(home), "WANDB_BASE_URL": base_url,
-               "WANDB_API_KEY": api_key, "GRPOLENS_WANDB_PROJECTS": f"{ENTITY}/{PROJECT}"}
+        env = {
+            **os.environ,
+            "GRPOLENS_HOME": str(home),
+            "WANDB_BASE_URL": base_url,
+            "WANDB_API_KEY": api_key,
+            "GRPOLENS_WANDB_PROJECTS": f"{ENTITY}/{PROJECT}",
+        }
         exe = str(Path(sys.executable).with_name("grpolens"))
         first = subprocess.run([exe, "ingest", "--source", "wandb_cloud"], env=env, capture_output=True, text=True)
         assert first.returncode == 0, first.stderr
@@ -93,23 +101,39 @@ def bench_cloud(repeats: int, quick: bool) -> dict:
         server.join(10)
     shutil.rmtree(scratch, ignore_errors=True)
     med = statistics.median(ingest_s)
-    return {"runs": runs, "rows": runs * rows, "values": values, "ingest_s_median": med,
-            "rows_per_s": runs * rows / med, "values_per_s": values / med,
-            "noop_runs": 100, "noop_command_s_median": statistics.median(noop_cmd),
-            "noop_ingest_s_median": statistics.median(noop_inproc), "noop_history_requests": history_requests,
-            "noop_target_s": 5.0}
+    return {
+        "runs": runs,
+        "rows": runs * rows,
+        "values": values,
+        "ingest_s_median": med,
+        "rows_per_s": runs * rows / med,
+        "values_per_s": values / med,
+        "noop_runs": 100,
+        "noop_command_s_median": statistics.median(noop_cmd),
+        "noop_ingest_s_median": statistics.median(noop_inproc),
+        "noop_history_requests": history_requests,
+        "noop_target_s": 5.0,
+    }
 
 
 def print_cloud(c: dict) -> None:
     print("-" * 96)
-    print("6. W&B cloud ingest through the W&B API emulator (real wandb client and wandb-core; the emulator in its "
-          "own process on 127.0.0.1)")
-    print(f"   {c['runs']} runs x {c['rows'] // c['runs']:,} history rows (80% served as Parquet exports, the rest live):"
-          f" median {c['ingest_s_median']:.2f}s = {c['rows_per_s']:,.0f} history rows/s ({c['values_per_s']:,.0f} values/s)")
-    verdict = "met" if c["noop_command_s_median"] < c["noop_target_s"] and c["noop_history_requests"] == 0 else "NOT met"
-    print(f"   no-op refresh over {c['noop_runs']} unchanged runs: `grpolens ingest --source wandb_cloud` median "
-          f"{c['noop_command_s_median']:.2f}s (in-process ingest {c['noop_ingest_s_median']:.2f}s); history requests "
-          f"made: {c['noop_history_requests']}  (target < {c['noop_target_s']:.0f}s and none: {verdict})")
+    print(
+        "6. W&B cloud ingest through the W&B API emulator (real wandb client and wandb-core; the emulator in its "
+        "own process on 127.0.0.1)"
+    )
+    print(
+        f"   {c['runs']} runs x {c['rows'] // c['runs']:,} history rows (80% served as Parquet exports, the rest live):"
+        f" median {c['ingest_s_median']:.2f}s = {c['rows_per_s']:,.0f} history rows/s ({c['values_per_s']:,.0f} values/s)"
+    )
+    verdict = (
+        "met" if c["noop_command_s_median"] < c["noop_target_s"] and c["noop_history_requests"] == 0 else "NOT met"
+    )
+    print(
+        f"   no-op refresh over {c['noop_runs']} unchanged runs: `grpolens ingest --source wandb_cloud` median "
+        f"{c['noop_command_s_median']:.2f}s (in-process ingest {c['noop_ingest_s_median']:.2f}s); history requests "
+        f"made: {c['noop_history_requests']}  (target < {c['noop_target_s']:.0f}s and none: {verdict})"
+    )
 
 
 if __name__ == "__main__":

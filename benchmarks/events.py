@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 import statistics
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from pipeline.demo_events import serve_demo_events, write_demo_events
@@ -20,7 +20,7 @@ def _events_file(hours: float) -> tuple[Path, int]:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        write_demo_events(tmp, datetime.now(timezone.utc) - timedelta(hours=hours), hours=hours)
+        write_demo_events(tmp, datetime.now(UTC) - timedelta(hours=hours), hours=hours)
         tmp.rename(path)
     with open(path, "rb") as fh:
         return path, sum(1 for _ in fh)
@@ -51,16 +51,28 @@ def bench_events(repeats: int, quick: bool) -> dict:
             api_noop.append(time.perf_counter() - started)
     shutil.rmtree(scratch, ignore_errors=True)
     med = statistics.median
-    return {"events": count, "repeats": repeats,
-            "ndjson_s": med(ndjson), "ndjson_events_per_s": count / med(ndjson), "ndjson_noop_s": med(ndjson_noop),
-            "api_s": med(api), "api_events_per_s": count / med(api), "api_noop_s": med(api_noop),
-            "ndjson_all": ndjson, "api_all": api}
+    return {
+        "events": count,
+        "repeats": repeats,
+        "ndjson_s": med(ndjson),
+        "ndjson_events_per_s": count / med(ndjson),
+        "ndjson_noop_s": med(ndjson_noop),
+        "api_s": med(api),
+        "api_events_per_s": count / med(api),
+        "api_noop_s": med(api_noop),
+        "ndjson_all": ndjson,
+        "api_all": api,
+    }
 
 
 def print_events(res: dict) -> None:
     print(f"4. Events ingest: {res['events']:,} demo events ({res['repeats']} repeats, fresh lake each)")
-    print(f"   NDJSON files:                  median {res['ndjson_s']:.2f}s  {res['ndjson_events_per_s']:,.0f} events/s"
-          f"   no-op refresh {res['ndjson_noop_s'] * 1000:.1f} ms")
-    print(f"   Axiom API via the emulator:    median {res['api_s']:.2f}s  {res['api_events_per_s']:,.0f} events/s"
-          f"   no-op refresh {res['api_noop_s'] * 1000:.0f} ms (re-reads the overlap window)")
+    print(
+        f"   NDJSON files:                  median {res['ndjson_s']:.2f}s  {res['ndjson_events_per_s']:,.0f} events/s"
+        f"   no-op refresh {res['ndjson_noop_s'] * 1000:.1f} ms"
+    )
+    print(
+        f"   Axiom API via the emulator:    median {res['api_s']:.2f}s  {res['api_events_per_s']:,.0f} events/s"
+        f"   no-op refresh {res['api_noop_s'] * 1000:.0f} ms (re-reads the overlap window)"
+    )
     print("   (the emulator runs in this process on 127.0.0.1 and builds its JSON answers here too)")

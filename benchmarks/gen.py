@@ -19,8 +19,15 @@ MANIFEST = "manifest.json"
 MANIFEST_VERSION = 1
 
 # Dense key families, ~logged every step by GRPO trainers (verl/TRL-like names); counts add up to `dense` keys.
-FAMILIES = (("actor", 0.30), ("critic", 0.15), ("rollout", 0.15), ("reward", 0.10), ("timing_s", 0.15),
-            ("perf", 0.08), ("response_length", 0.07))
+FAMILIES = (
+    ("actor", 0.30),
+    ("critic", 0.15),
+    ("rollout", 0.15),
+    ("reward", 0.10),
+    ("timing_s", 0.15),
+    ("perf", 0.08),
+    ("response_length", 0.07),
+)
 INT_FAMILIES = {"perf"}  # logged as ints (token counts), so the lake's value_int path is exercised too
 
 
@@ -71,9 +78,15 @@ def write_set(spec: dict, folder: Path) -> dict:
     settings = wandb.Settings(silent=True, x_disable_stats=True, console="off")
     for r in range(spec["runs"]):
         rng = np.random.default_rng([spec["seed"], r])
-        run = wandb.init(mode="offline", dir=str(folder), project="bench", id=f"{spec['name']}-{r:03d}",
-                         name=f"{spec['name']}-{r:03d}", config={"lr": 1e-6, "seed": spec["seed"], "run": r},
-                         settings=settings)
+        run = wandb.init(
+            mode="offline",
+            dir=str(folder),
+            project="bench",
+            id=f"{spec['name']}-{r:03d}",
+            name=f"{spec['name']}-{r:03d}",
+            config={"lr": 1e-6, "seed": spec["seed"], "run": r},
+            settings=settings,
+        )
         for step in range(spec["steps"]):
             vals = rng.standard_normal(len(dense_keys)) * 10
             row = {k: (int(abs(v) * 1000) if is_int else float(v)) for k, v, is_int in zip(dense_keys, vals, int_mask)}
@@ -84,10 +97,13 @@ def write_set(spec: dict, folder: Path) -> dict:
     wandb.teardown()  # finish() can return before wandb-core has written the tail of the last run's file
     files = run_files(folder)
     wait_until_complete(files, spec)
-    manifest = {"version": MANIFEST_VERSION, "spec": spec,
-                "files": {str(p.relative_to(folder)): p.stat().st_size for p in files},
-                "logged_values": spec["runs"] * expected_values_per_run(spec),
-                "write_seconds": round(time.perf_counter() - started, 2)}
+    manifest = {
+        "version": MANIFEST_VERSION,
+        "spec": spec,
+        "files": {str(p.relative_to(folder)): p.stat().st_size for p in files},
+        "logged_values": spec["runs"] * expected_values_per_run(spec),
+        "write_seconds": round(time.perf_counter() - started, 2),
+    }
     tmp = folder / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=1))
     os.replace(tmp, folder / MANIFEST)

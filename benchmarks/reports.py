@@ -28,8 +28,12 @@ def bench_reports(repeats: int = 5) -> dict:
         command = []
         for _ in range(repeats):
             started = time.perf_counter()
-            subprocess.run([_grpolens(), "report", "verl-length-collapse", "--format", "json"], env=env, check=True,
-                           capture_output=True)
+            subprocess.run(
+                [_grpolens(), "report", "verl-length-collapse", "--format", "json"],
+                env=env,
+                check=True,
+                capture_output=True,
+            )
             command.append(time.perf_counter() - started)
         rules = checks.load_checks()
         con = warehouse.connect_readonly(settings)
@@ -50,20 +54,32 @@ def bench_reports(repeats: int = 5) -> dict:
         started = time.perf_counter()
         batch.write_reports(settings)
         noop = time.perf_counter() - started
-    return {"command_s": command, "command_s_median": statistics.median(command), "build_s": inproc,
-            "build_s_median": statistics.median(inproc), "all_runs": len(summaries), "all_runs_s": every,
-            "noop_s": noop}
+    return {
+        "command_s": command,
+        "command_s_median": statistics.median(command),
+        "build_s": inproc,
+        "build_s_median": statistics.median(inproc),
+        "all_runs": len(summaries),
+        "all_runs_s": every,
+        "noop_s": noop,
+    }
 
 
 def print_reports(res: dict) -> None:
     print("-" * 96)
-    print(f"7. Run reports on the demo home ({res['all_runs']} runs). Targets: one report <= 2 s median, every run "
-          "<= 20 s")
-    print(f"   `grpolens report verl-length-collapse` (whole command, checks + Markdown + 4 plots): median "
-          f"{res['command_s_median']:.2f}s  (range {min(res['command_s']):.2f}-{max(res['command_s']):.2f})")
+    print(
+        f"7. Run reports on the demo home ({res['all_runs']} runs). Targets: one report <= 2 s median, every run "
+        "<= 20 s"
+    )
+    print(
+        f"   `grpolens report verl-length-collapse` (whole command, checks + Markdown + 4 plots): median "
+        f"{res['command_s_median']:.2f}s  (range {min(res['command_s']):.2f}-{max(res['command_s']):.2f})"
+    )
     print(f"   one report in-process (run_report.build): median {res['build_s_median']:.2f}s")
-    print(f"   every run's report from scratch (batch.write_reports): {res['all_runs_s']:.1f}s; again with nothing "
-          f"changed: {res['noop_s']:.2f}s")
+    print(
+        f"   every run's report from scratch (batch.write_reports): {res['all_runs_s']:.1f}s; again with nothing "
+        f"changed: {res['noop_s']:.2f}s"
+    )
 
 
 def write_sweep_logs(folder: Path, runs: int = 50, steps: int = 2000, seed: int = 0) -> None:
@@ -79,10 +95,25 @@ def write_sweep_logs(folder: Path, runs: int = 50, steps: int = 2000, seed: int 
         level = 0.8 - 0.08 * (np.log10(lr) + 5) ** 2 + 0.02 * np.log2(gens)
         t = np.arange(1, steps + 1)
         reward = level * (1 - np.exp(-t / (0.2 * steps))) + rng.normal(0, 0.03, steps)
-        history = [{"step": int(s), "reward": float(r), "kl": float(0.01 + 1e-5 * s), "grad_norm": 0.5,
-                    "loss": 0.01, "completion_length": 300.0} for s, r in zip(t, reward)]
-        state = {"global_step": steps, "max_steps": steps, "log_history": history, "learning_rate": lr,
-                 "num_generations": gens, "seed": i}
+        history = [
+            {
+                "step": int(s),
+                "reward": float(r),
+                "kl": float(0.01 + 1e-5 * s),
+                "grad_norm": 0.5,
+                "loss": 0.01,
+                "completion_length": 300.0,
+            }
+            for s, r in zip(t, reward)
+        ]
+        state = {
+            "global_step": steps,
+            "max_steps": steps,
+            "log_history": history,
+            "learning_rate": lr,
+            "num_generations": gens,
+            "seed": i,
+        }
         path = folder / f"bench-sweep-{i:02d}" / "trainer_state.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(state))
@@ -103,8 +134,12 @@ def bench_sweep(repeats: int = 3) -> dict:
         command = []
         for _ in range(repeats):
             started = time.perf_counter()
-            subprocess.run([_grpolens(), "sweep", "--prefix", "bench-sweep-", "--format", "json"], env=env,
-                           check=True, capture_output=True)
+            subprocess.run(
+                [_grpolens(), "sweep", "--prefix", "bench-sweep-", "--format", "json"],
+                env=env,
+                check=True,
+                capture_output=True,
+            )
             command.append(time.perf_counter() - started)
         settings = Settings(home=Path(tmp) / "home")
         con = warehouse.connect_readonly(settings)
@@ -114,16 +149,29 @@ def bench_sweep(repeats: int = 3) -> dict:
             analysis = time.perf_counter() - started
         finally:
             con.close()
-    return {"runs": len(doc["runs"]), "steps": 2000, "refresh_s": refresh, "command_s": command,
-            "command_s_median": statistics.median(command), "analysis_s": analysis, "best": doc["runs"][0]["run"],
-            "effects": [(e["param"], e["spearman"], e["significant"]) for e in doc["effects"]]}
+    return {
+        "runs": len(doc["runs"]),
+        "steps": 2000,
+        "refresh_s": refresh,
+        "command_s": command,
+        "command_s_median": statistics.median(command),
+        "analysis_s": analysis,
+        "best": doc["runs"][0]["run"],
+        "effects": [(e["param"], e["spearman"], e["significant"]) for e in doc["effects"]],
+    }
 
 
 def print_sweep(res: dict) -> None:
-    print(f"8. Sweep comparison: {res['runs']} runs x {res['steps']} steps (trainer_state.json, refresh "
-          f"{res['refresh_s']:.1f}s). Target: <= 10 s")
-    print(f"   `grpolens sweep --prefix bench-sweep-` (whole command, analysis + Markdown + plots): median "
-          f"{res['command_s_median']:.2f}s (range {min(res['command_s']):.2f}-{max(res['command_s']):.2f}); "
-          f"analysis alone {res['analysis_s']:.2f}s")
-    print("   effects found: " + "; ".join(f"{p} rho {r:+.2f}{' (significant)' if s else ''}"
-                                          for p, r, s in res["effects"] if r is not None))
+    print(
+        f"8. Sweep comparison: {res['runs']} runs x {res['steps']} steps (trainer_state.json, refresh "
+        f"{res['refresh_s']:.1f}s). Target: <= 10 s"
+    )
+    print(
+        f"   `grpolens sweep --prefix bench-sweep-` (whole command, analysis + Markdown + plots): median "
+        f"{res['command_s_median']:.2f}s (range {min(res['command_s']):.2f}-{max(res['command_s']):.2f}); "
+        f"analysis alone {res['analysis_s']:.2f}s"
+    )
+    print(
+        "   effects found: "
+        + "; ".join(f"{p} rho {r:+.2f}{' (significant)' if s else ''}" for p, r, s in res["effects"] if r is not None)
+    )

@@ -84,22 +84,32 @@ def bench_scale(quick: bool = False) -> list[dict]:
 
 def print_scale(results: list[dict]) -> None:
     print("-" * 96)
-    print("9. The warehouse at team scale: JSONL trainer logs (100 runs x 100 metrics) through the real source and "
-          "`grpolens`; wall time of the whole command, peak RSS of its largest process (dbt's included). Targets "
-          f"at 3e7: full refresh <= {TARGETS['full_s']:.0f}s in <= {TARGETS['peak_gib']:.0f} GiB, +1% refresh <= "
-          f"{TARGETS['incremental_share']:.0%} of it, check <= {TARGETS['check_s']:.0f}s")
-    print(f"   {'values':<8}{'first refresh':>18}{'+1% refresh':>18}{'share':>8}{'no-op':>8}{'check':>8}"
-          f"{'--full-refresh':>18}{'disk':>8}")
+    print(
+        "9. The warehouse at team scale: JSONL trainer logs (100 runs x 100 metrics) through the real source and "
+        "`grpolens`; wall time of the whole command, peak RSS of its largest process (dbt's included). Targets "
+        f"at 3e7: full refresh <= {TARGETS['full_s']:.0f}s in <= {TARGETS['peak_gib']:.0f} GiB, +1% refresh <= "
+        f"{TARGETS['incremental_share']:.0%} of it, check <= {TARGETS['check_s']:.0f}s"
+    )
+    print(
+        f"   {'values':<8}{'first refresh':>18}{'+1% refresh':>18}{'share':>8}{'no-op':>8}{'check':>8}"
+        f"{'--full-refresh':>18}{'disk':>8}"
+    )
     for r in results:
+
         def cell(m):
             return f"{m['s']:6.1f}s {m['peak_gib']:4.2f}GiB"
+
         share = r["incremental"]["s"] / r["full"]["s"]
-        print(f"   {r['label']:<8}{cell(r['full']):>18}{cell(r['incremental']):>18}{share:>8.1%}"
-              f"{r['noop']['s']:>7.2f}s{r['check']['s']:>7.2f}s{cell(r['rebuild']):>18}{r['disk_gib']:>6.2f}GiB")
+        print(
+            f"   {r['label']:<8}{cell(r['full']):>18}{cell(r['incremental']):>18}{share:>8.1%}"
+            f"{r['noop']['s']:>7.2f}s{r['check']['s']:>7.2f}s{cell(r['rebuild']):>18}{r['disk_gib']:>6.2f}GiB"
+        )
     if len(results) > 1:
         a, b = results[0], results[-1]
         grown = b["values"] / a["values"]
-        print(f"   {b['label']} holds {grown:.0f}x the values of {a['label']}: first refresh x"
-              f"{b['full']['s'] / a['full']['s']:.2f}, build --full-refresh x{b['rebuild']['s'] / a['rebuild']['s']:.2f}, "
-              f"+1% refresh x{b['incremental']['s'] / a['incremental']['s']:.2f} (it adds x"
-              f"{b['added_values'] / a['added_values']:.0f} the values), check x{b['check']['s'] / a['check']['s']:.2f}")
+        print(
+            f"   {b['label']} holds {grown:.0f}x the values of {a['label']}: first refresh x"
+            f"{b['full']['s'] / a['full']['s']:.2f}, build --full-refresh x{b['rebuild']['s'] / a['rebuild']['s']:.2f}, "
+            f"+1% refresh x{b['incremental']['s'] / a['incremental']['s']:.2f} (it adds x"
+            f"{b['added_values'] / a['added_values']:.0f} the values), check x{b['check']['s'] / a['check']['s']:.2f}"
+        )

@@ -15,15 +15,30 @@ from pathlib import Path
 
 import numpy as np
 
-MAPPED = ("actor/kl_loss", "actor/entropy", "actor/grad_norm", "actor/pg_loss", "actor/pg_clipfrac", "actor/lr",
-          "critic/score/mean", "critic/score/std", "response_length/mean", "timing_s/step", "timing_s/gen",
-          "perf/throughput")
+MAPPED = (
+    "actor/kl_loss",
+    "actor/entropy",
+    "actor/grad_norm",
+    "actor/pg_loss",
+    "actor/pg_clipfrac",
+    "actor/lr",
+    "critic/score/mean",
+    "critic/score/std",
+    "response_length/mean",
+    "timing_s/step",
+    "timing_s/gen",
+    "perf/throughput",
+)
 MANIFEST = "scale-manifest.json"
 
 
 def key_names(metrics: int) -> list[str]:
-    others = [f"{family}/x{j:03d}" for j, family in
-              zip(range(max(0, metrics - len(MAPPED))), ("actor", "critic", "timing_s", "perf", "val-core") * 1000)]
+    others = [
+        f"{family}/x{j:03d}"
+        for j, family in zip(
+            range(max(0, metrics - len(MAPPED))), ("actor", "critic", "timing_s", "perf", "val-core") * 1000
+        )
+    ]
     return [*MAPPED[:metrics], *others]
 
 

@@ -81,8 +81,11 @@ def _runs_in(paths: list[str]) -> dict[str, list[str]]:
         return held
     con = duckdb.connect()
     try:
-        rows = con.execute("select distinct filename, run_key from read_parquet($paths, filename = true, "
-                           "union_by_name = true, hive_partitioning = false)", {"paths": paths}).fetchall()
+        rows = con.execute(
+            "select distinct filename, run_key from read_parquet($paths, filename = true, "
+            "union_by_name = true, hive_partitioning = false)",
+            {"paths": paths},
+        ).fetchall()
     finally:
         con.close()
     for filename, run_key in rows:
@@ -107,8 +110,12 @@ def _missing_tables(settings: Settings) -> list[str]:
         return list(INCREMENTAL_TABLES)
     con = warehouse.connect_readonly(settings)
     try:
-        have = {name for (name,) in con.execute(
-            "select table_name from information_schema.tables where table_schema = 'main'").fetchall()}
+        have = {
+            name
+            for (name,) in con.execute(
+                "select table_name from information_schema.tables where table_schema = 'main'"
+            ).fetchall()
+        }
     finally:
         con.close()
     return [table for table in INCREMENTAL_TABLES if table not in have]
@@ -120,12 +127,22 @@ def plan(settings: Settings, full_refresh: bool = False) -> BuildPlan:
     digest = dbt_digest()
     current = lake_parts(settings)
     known = (record or {}).get("parts", {})
-    unchanged = {path: known[path] for path, (size, mtime) in current.items()
-                 if path in known and known[path][:2] == [size, mtime]}
+    unchanged = {
+        path: known[path]
+        for path, (size, mtime) in current.items()
+        if path in known and known[path][:2] == [size, mtime]
+    }
     read = _runs_in(sorted(set(current) - set(unchanged)))
     parts = {**unchanged, **{path: [*current[path], read.get(path, [])] for path in read}}
-    reason = ("asked for (--full-refresh)" if full_refresh else "no record of a complete build" if record is None
-              else "the dbt project changed" if record.get("dbt_digest") != digest else "")
+    reason = (
+        "asked for (--full-refresh)"
+        if full_refresh
+        else "no record of a complete build"
+        if record is None
+        else "the dbt project changed"
+        if record.get("dbt_digest") != digest
+        else ""
+    )
     if not reason:
         missing = _missing_tables(settings)
         reason = f"the warehouse has no {', '.join(missing)} table" if missing else ""

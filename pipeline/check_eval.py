@@ -77,10 +77,20 @@ class CheckScore:
         return statistics.median(self.delays) if self.delays else None
 
     def as_dict(self) -> dict:
-        return {"check": self.check, "labels": self.labels, "flags": self.flags, "true_positives": self.tp,
-                "false_positives": self.fp, "false_negatives": self.fn, "precision": self.precision,
-                "recall": self.recall, "median_delay": self.median_delay, "error": self.error,
-                "false_alarms": self.false_alarms, "missed": self.missed}
+        return {
+            "check": self.check,
+            "labels": self.labels,
+            "flags": self.flags,
+            "true_positives": self.tp,
+            "false_positives": self.fp,
+            "false_negatives": self.fn,
+            "precision": self.precision,
+            "recall": self.recall,
+            "median_delay": self.median_delay,
+            "error": self.error,
+            "false_alarms": self.false_alarms,
+            "missed": self.missed,
+        }
 
 
 def step_maps(con, run_keys: Iterable[str]) -> dict[str, list[tuple[float, int]]]:
@@ -154,8 +164,13 @@ def evaluate(con, labels: list[dict], outcomes) -> list[dict]:
         if key is None:
             continue
         for p in run.get("problems", []):
-            label = _Label(key, p["check"], to_wandb_step(maps[key], p["onset_step"]),
-                           to_wandb_step(maps[key], p.get("end_step")), p.get("metric", ""))
+            label = _Label(
+                key,
+                p["check"],
+                to_wandb_step(maps[key], p["onset_step"]),
+                to_wandb_step(maps[key], p.get("end_step")),
+                p.get("metric", ""),
+            )
             truth.setdefault((key, label.check), []).append(label)
 
     scores: dict[str, CheckScore] = {}
@@ -203,8 +218,10 @@ def format_table(results: list[dict]) -> str:
     def num(value, fmt="{:.2f}"):
         return "-" if value is None else fmt.format(value)
 
-    header = (f"{'check':<30} {'labels':>6} {'flags':>5} {'TP':>4} {'FP':>4} {'FN':>4} {'precision':>9} "
-              f"{'recall':>6} {'delay':>6}  notes")
+    header = (
+        f"{'check':<30} {'labels':>6} {'flags':>5} {'TP':>4} {'FP':>4} {'FN':>4} {'precision':>9} "
+        f"{'recall':>6} {'delay':>6}  notes"
+    )
     lines = [header]
     for r in results:
         if r["check"] == "TOTAL":
@@ -219,9 +236,11 @@ def format_table(results: list[dict]) -> str:
             notes.append("missed: " + ", ".join(r["missed"]))
         if r["check"] == "TOTAL":
             notes = [n for n in notes if n.startswith("ERROR")]
-        lines.append(f"{r['check']:<30} {r['labels']:>6} {r['flags']:>5} {r['true_positives']:>4} "
-                     f"{r['false_positives']:>4} {r['false_negatives']:>4} {num(r['precision']):>9} "
-                     f"{num(r['recall']):>6} {num(r['median_delay'], '{:.1f}'):>6}  {'; '.join(notes)}")
+        lines.append(
+            f"{r['check']:<30} {r['labels']:>6} {r['flags']:>5} {r['true_positives']:>4} "
+            f"{r['false_positives']:>4} {r['false_negatives']:>4} {num(r['precision']):>9} "
+            f"{num(r['recall']):>6} {num(r['median_delay'], '{:.1f}'):>6}  {'; '.join(notes)}"
+        )
     return "\n".join(lines)
 
 
@@ -291,8 +310,10 @@ def evaluate_synthetic(home: Path, seeds: Iterable[int] = range(5), progress=Non
     for score in ordered:
         total.labels, total.flags = total.labels + score.labels, total.flags + score.flags
         total.tp, total.fp, total.fn = total.tp + score.tp, total.fp + score.fp, total.fn + score.fn
-    return {"seeds": {str(k): v for k, v in per_seed.items()},
-            "pooled": [score.as_dict() for score in ordered + [total]]}
+    return {
+        "seeds": {str(k): v for k, v in per_seed.items()},
+        "pooled": [score.as_dict() for score in ordered + [total]],
+    }
 
 
 REAL_FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "real"
@@ -331,8 +352,12 @@ def score_real(runs: list[dict], flags: dict[str, list[dict]]) -> dict:
             out["problems"] += 1
             tally(problem["check"], "problems")
             tolerance = int(problem.get("tolerance") or TOLERANCE)
-            hits = [i for i, r in enumerate(claims) if r["check_name"] == problem["check"]
-                    and (r["step"] is None or r["step"] >= int(problem["step"]) - tolerance)]
+            hits = [
+                i
+                for i, r in enumerate(claims)
+                if r["check_name"] == problem["check"]
+                and (r["step"] is None or r["step"] >= int(problem["step"]) - tolerance)
+            ]
             if hits:
                 out["caught"] += 1
                 tally(problem["check"], "caught")
@@ -396,8 +421,10 @@ def format_real(result: dict) -> str:
         lines.append(f"{check:<30} {entry['problems']:>8} {entry['caught']:>6} {entry['false_alarms']:>12}")
     per_10 = 10 * len(result["false_alarms"]) / result["runs"] if result["runs"] else 0
     lines.append("-" * len(lines[0]))
-    lines.append(f"{result['runs']} real runs: {result['caught']} of {result['problems']} problems caught at warn/error, "
-                 f"{len(result['false_alarms'])} false alarms ({per_10:.1f} per 10 runs)")
+    lines.append(
+        f"{result['runs']} real runs: {result['caught']} of {result['problems']} problems caught at warn/error, "
+        f"{len(result['false_alarms'])} false alarms ({per_10:.1f} per 10 runs)"
+    )
     lines += [f"  missed: {m}" for m in result["missed"]]
     lines += [f"  false alarm: {f}" for f in result["false_alarms"]]
     lines += [f"  not ingested: {n}" for n in result["unmatched"]]
@@ -412,8 +439,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--home", help="data home to use (default: a fresh temporary folder, removed afterwards)")
     parser.add_argument("--json", action="store_true", help="print the scores as JSON instead of a table")
     parser.add_argument("--real", action="store_true", help=f"score the labelled public runs in {REAL_FIXTURES}")
-    parser.add_argument("--synthetic", type=int, metavar="SEEDS", help="score the second generator's runs over "
-                        "seeds 0..SEEDS-1 (pipeline.evaluation.synthetic_runs)")
+    parser.add_argument(
+        "--synthetic",
+        type=int,
+        metavar="SEEDS",
+        help="score the second generator's runs over seeds 0..SEEDS-1 (pipeline.evaluation.synthetic_runs)",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     say = (lambda msg: print(msg, file=sys.stderr)) if not args.json else None
@@ -441,8 +472,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(results, indent=2))
     else:
         print(format_table(results))
-        print(f"\n{time.perf_counter() - started:.1f}s; delay = median of (first flag onset - labelled onset) in "
-              f"W&B steps over detected labels; flags up to {TOLERANCE} steps early count.")
+        print(
+            f"\n{time.perf_counter() - started:.1f}s; delay = median of (first flag onset - labelled onset) in "
+            f"W&B steps over detected labels; flags up to {TOLERANCE} steps early count."
+        )
     total = results[-1]
     return 0 if not total["error"] else 1
 

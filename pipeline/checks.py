@@ -46,6 +46,7 @@ class CheckError(ValueError):
 class Advice:
     """One action a rule recommends. Two actions on the same lever in opposite directions (learning_rate up and
     down) conflict; the same lever and direction is one action however many rules ask for it."""
+
     lever: str
     direction: str  # up | down | do
     text: str
@@ -168,8 +169,9 @@ def hours(row: dict) -> str:
     return f"{text}-{end:%H:%M} UTC" if end is not None else f"{text} UTC"
 
 
-def run_checks(con, checks: list[Check], overrides: dict[str, dict] | None = None,
-               run_key: str | None = None) -> list[CheckOutcome]:
+def run_checks(
+    con, checks: list[Check], overrides: dict[str, dict] | None = None, run_key: str | None = None
+) -> list[CheckOutcome]:
     overrides = overrides or {}
     return [run_check(con, check, overrides.get(check.name), run_key) for check in checks]
 
@@ -221,12 +223,16 @@ def check_overrides(settings, rules: list[Check]) -> dict[str, dict]:
     known = {check.name for check in rules}
     unknown = sorted(map(str, set(section) - known))
     if unknown:
-        raise CheckError(f"{where}: `checks` names unknown checks: {', '.join(unknown)} "
-                         f"(known: the file names in {SQL_DIR / 'checks'}, e.g. kl_spike)")
+        raise CheckError(
+            f"{where}: `checks` names unknown checks: {', '.join(unknown)} "
+            f"(known: the file names in {SQL_DIR / 'checks'}, e.g. kl_spike)"
+        )
     not_mappings = sorted(name for name, params in section.items() if not isinstance(params or {}, dict))
     if not_mappings:
-        raise CheckError(f"{where}: `checks: {not_mappings[0]}:` must map parameter names to values "
-                         "(e.g. `kl_spike: {mad_factor: 8}`)")
+        raise CheckError(
+            f"{where}: `checks: {not_mappings[0]}:` must map parameter names to values "
+            "(e.g. `kl_spike: {mad_factor: 8}`)"
+        )
     return {name: params or {} for name, params in section.items()}
 
 
@@ -249,16 +255,23 @@ def _restrict_to_runs(con, runs: list[str]) -> None:
     """Temporary views named like every per-run table, holding only ``runs`` (and rows of no run, the event
     marts' dataset hours): the rules then read only what changed, with their SQL untouched."""
     database = con.execute("select current_database()").fetchone()[0]
-    con.execute("create or replace temp table changed_runs as select unnest($runs::varchar[]) as run_key",
-                {"runs": runs})
-    tables = [name for (name,) in con.execute(
-        "select distinct table_name from information_schema.columns where table_catalog = current_database() "
-        "and table_schema = 'main' and column_name = 'run_key' and table_name not in ('anomalies') "
-        "and not starts_with(table_name, '_') and not starts_with(table_name, 'stg_')").fetchall()]
+    con.execute(
+        "create or replace temp table changed_runs as select unnest($runs::varchar[]) as run_key", {"runs": runs}
+    )
+    tables = [
+        name
+        for (name,) in con.execute(
+            "select distinct table_name from information_schema.columns where table_catalog = current_database() "
+            "and table_schema = 'main' and column_name = 'run_key' and table_name not in ('anomalies') "
+            "and not starts_with(table_name, '_') and not starts_with(table_name, 'stg_')"
+        ).fetchall()
+    ]
     for table in tables:
         quoted = '"' + table.replace('"', '""') + '"'
-        con.execute(f'create or replace temp view {quoted} as select * from "{database}".main.{quoted} '
-                    "where run_key is null or run_key in (select run_key from changed_runs)")
+        con.execute(
+            f'create or replace temp view {quoted} as select * from "{database}".main.{quoted} '
+            "where run_key is null or run_key in (select run_key from changed_runs)"
+        )
 
 
 def check_warehouse(settings, run_key: str | None = None, persist: bool = True) -> list[CheckOutcome]:
@@ -290,8 +303,12 @@ def check_warehouse(settings, run_key: str | None = None, persist: bool = True) 
         state = {}
     con = warehouse.connect_readonly(settings)
     try:
-        has_table = bool(con.execute("select count(*) from information_schema.tables where table_catalog = "
-                                     "current_database() and table_name = 'anomalies'").fetchone()[0])
+        has_table = bool(
+            con.execute(
+                "select count(*) from information_schema.tables where table_catalog = "
+                "current_database() and table_name = 'anomalies'"
+            ).fetchone()[0]
+        )
         whole = not versions or state.get("digest") != digest or not has_table
         known = state.get("versions", {}) if not whole else {}
         redo = sorted(run for run, version in versions.items() if known.get(run) != version)
@@ -318,11 +335,16 @@ def _replace_runs(con, outcomes: list[CheckOutcome], runs: list[str]) -> None:
     """The flags of ``runs`` and of no run are replaced by what the checks just found, in one transaction."""
     columns = ANOMALY_COLUMNS + EVENT_COLUMNS
     redone = set(runs)
-    rows = [tuple(row[c] for c in columns) for outcome in outcomes for row in outcome.rows
-            if row["run_key"] is None or row["run_key"] in redone]
+    rows = [
+        tuple(row[c] for c in columns)
+        for outcome in outcomes
+        for row in outcome.rows
+        if row["run_key"] is None or row["run_key"] in redone
+    ]
     con.execute("begin")
-    con.execute("delete from anomalies where run_key is null or run_key in (select unnest($runs::varchar[]))",
-                {"runs": runs})
+    con.execute(
+        "delete from anomalies where run_key is null or run_key in (select unnest($runs::varchar[]))", {"runs": runs}
+    )
     if rows:
         con.executemany(f"insert into anomalies values ({', '.join('?' * len(columns))})", rows)
     con.execute("commit")

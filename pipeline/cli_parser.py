@@ -31,8 +31,9 @@ class Parser(argparse.ArgumentParser):
             close = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.6)
             if not close or "did you mean" in str(exc):
                 raise
-            raise argparse.ArgumentError(action, f"invalid choice: {value!r}; did you mean {close[0]}? (choose "
-                                                 f"from {', '.join(choices)})") from None
+            raise argparse.ArgumentError(
+                action, f"invalid choice: {value!r}; did you mean {close[0]}? (choose from {', '.join(choices)})"
+            ) from None
 
 
 def command(sub, name: str, help: str, *examples: str, description: str | None = None) -> argparse.ArgumentParser:
@@ -40,6 +41,10 @@ def command(sub, name: str, help: str, *examples: str, description: str | None =
     import textwrap
 
     text = description or help[0].upper() + help[1:] + "."
-    return sub.add_parser(name, help=help, description=textwrap.fill(text, 100),
-                          epilog="Example" + "s" * (len(examples) > 1) + ":\n  " + "\n  ".join(examples),
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    return sub.add_parser(
+        name,
+        help=help,
+        description=textwrap.fill(text, 100),
+        epilog="Example" + "s" * (len(examples) > 1) + ":\n  " + "\n  ".join(examples),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )

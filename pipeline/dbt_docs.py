@@ -31,8 +31,9 @@ def site_dir(settings: Settings) -> Path:
     return settings.home / "docs"
 
 
-def generate(settings: Settings, progress: Callable[[str], None] | None = None,
-             echo: Callable[[str], None] | None = None) -> Path:
+def generate(
+    settings: Settings, progress: Callable[[str], None] | None = None, echo: Callable[[str], None] | None = None
+) -> Path:
     """Run `dbt docs generate` against the built warehouse and copy the site into ``<home>/docs``; returns it.
     ``progress`` hears what is being done, ``echo`` dbt's own output.
 
@@ -41,16 +42,28 @@ def generate(settings: Settings, progress: Callable[[str], None] | None = None,
     from pipeline import warehouse
 
     if not settings.duckdb_path.exists():
-        raise DocsUnavailable(f"no warehouse at {settings.duckdb_path}: the docs describe the built models and their "
-                              "columns, so run `grpolens refresh` (or `grpolens build`) first")
+        raise DocsUnavailable(
+            f"no warehouse at {settings.duckdb_path}: the docs describe the built models and their "
+            "columns, so run `grpolens refresh` (or `grpolens build`) first"
+        )
     warehouse.wait_for_write_lock(settings)  # dbt opens the database to read the catalog: a held lock is one line
     if progress:
         progress("generating the dbt docs …")
     settings.export()
     target = settings.home / "dbt_target"
-    args = [warehouse.dbt_executable(), "docs", "generate", "--project-dir", str(DBT_PROJECT_DIR),
-            "--profiles-dir", str(DBT_PROJECT_DIR), "--target-path", str(target),
-            "--log-path", str(settings.home / "logs")]
+    args = [
+        warehouse.dbt_executable(),
+        "docs",
+        "generate",
+        "--project-dir",
+        str(DBT_PROJECT_DIR),
+        "--profiles-dir",
+        str(DBT_PROJECT_DIR),
+        "--target-path",
+        str(target),
+        "--log-path",
+        str(settings.home / "logs"),
+    ]
     proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy())
     lines = [strip_ansi(line) for line in proc.stdout.splitlines()]
     if echo:
@@ -84,9 +97,12 @@ def server(folder: Path, port: int) -> ThreadingHTTPServer:
         return ThreadingHTTPServer((HOST, port), functools.partial(_QuietHandler, directory=str(folder)))
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            raise DocsUnavailable(f"port {port} on {HOST} is in use: pick another with --port (0 picks a free "
-                                  "one)") from None
+            raise DocsUnavailable(
+                f"port {port} on {HOST} is in use: pick another with --port (0 picks a free one)"
+            ) from None
         if exc.errno in (errno.EACCES, errno.EPERM):
-            raise DocsUnavailable(f"cannot listen on port {port}: {os.strerror(exc.errno).lower()} (ports below "
-                                  "1024 need privileges; the default is 8080)") from None
+            raise DocsUnavailable(
+                f"cannot listen on port {port}: {os.strerror(exc.errno).lower()} (ports below "
+                "1024 need privileges; the default is 8080)"
+            ) from None
         raise

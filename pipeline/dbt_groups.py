@@ -13,8 +13,10 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 MART_GROUPS = ("core", "elo", "training", "pipeline")
-_DONE = re.compile(r"\d+ of \d+ (OK created|ERROR creating|SKIP relation|OK loaded|ERROR loading)\b.*?"
-                   r"\b(model|seed file)\s+[\w\"]+\.[\"]?(?P<name>\w+)")
+_DONE = re.compile(
+    r"\d+ of \d+ (OK created|ERROR creating|SKIP relation|OK loaded|ERROR loading)\b.*?"
+    r"\b(model|seed file)\s+[\w\"]+\.[\"]?(?P<name>\w+)"
+)
 
 
 def group_of(node: dict) -> str | None:

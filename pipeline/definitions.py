@@ -13,8 +13,15 @@ from pipeline.schedules import refresh_schedule
 from pipeline.sensors import FILE_SENSORS, wandb_cloud_sensor
 
 defs = dg.Definitions(
-    assets=[*LAKE_ASSETS.values(), *WANDB_CLOUD_TABLES, ANOMALIES_TABLE, grpolens_dbt_assets, anomalies, run_reports,
-            sweep_reports],
+    assets=[
+        *LAKE_ASSETS.values(),
+        *WANDB_CLOUD_TABLES,
+        ANOMALIES_TABLE,
+        grpolens_dbt_assets,
+        anomalies,
+        run_reports,
+        sweep_reports,
+    ],
     asset_checks=health_checks,
     jobs=[refresh_job, wandb_cloud_job],
     sensors=[*FILE_SENSORS.values(), wandb_cloud_sensor],

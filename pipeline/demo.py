@@ -8,18 +8,19 @@ import json
 import os
 import random
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Callable
 
 from pipeline import warehouse
 from pipeline.ingest import SOURCES, ingest
 from pipeline.settings import Settings
 
 
-def run_demo(settings: Settings, scale: float = 1.0, progress: Callable[[str], None] = print,
-             axiom_emulator: bool = False) -> None:
+def run_demo(
+    settings: Settings, scale: float = 1.0, progress: Callable[[str], None] = print, axiom_emulator: bool = False
+) -> None:
     """Sample runs and events, ingested and built. Events come from NDJSON files, or with ``axiom_emulator``
     through the real Axiom client against the emulator on 127.0.0.1 (the API path end to end)."""
     from pipeline.demo_events import write_demo_events
@@ -40,10 +41,14 @@ def run_demo(settings: Settings, scale: float = 1.0, progress: Callable[[str], N
     if not events.exists():
         hours = max(1.0, 6 * scale)
         events.parent.mkdir(parents=True, exist_ok=True)
-        truth = write_demo_events(events, datetime.now(timezone.utc) - timedelta(hours=hours), hours=hours)
-        progress(f"wrote {sum(truth['counts'].values())} trainer events (slow rollouts, an error burst, "
-                 f"extraction failures) into {events}")
-    settings = replace(settings, wandb_dirs=_with(settings.wandb_dirs, out), trainer_logs=_with(settings.trainer_logs, logs))
+        truth = write_demo_events(events, datetime.now(UTC) - timedelta(hours=hours), hours=hours)
+        progress(
+            f"wrote {sum(truth['counts'].values())} trainer events (slow rollouts, an error burst, "
+            f"extraction failures) into {events}"
+        )
+    settings = replace(
+        settings, wandb_dirs=_with(settings.wandb_dirs, out), trainer_logs=_with(settings.trainer_logs, logs)
+    )
     if not axiom_emulator:
         settings = replace(settings, event_files=_with(settings.event_files, events.parent))
     else:
@@ -60,8 +65,10 @@ def run_demo(settings: Settings, scale: float = 1.0, progress: Callable[[str], N
     warehouse.stamp_build(settings)  # a `grpolens refresh` right after has nothing new to build
     progress(summary(settings))
     flags = results["anomalies"]
-    progress(f"Checks: {flags['flags']} anomalies flagged ({flags['errors']} errors); "
-             "list them with `.venv/bin/grpolens check`")
+    progress(
+        f"Checks: {flags['flags']} anomalies flagged ({flags['errors']} errors); "
+        "list them with `.venv/bin/grpolens check`"
+    )
     progress(f"\nReports ({settings.reports_dir}; one run: `.venv/bin/grpolens report RUN`):")
     progress(results["run_reports"]["verdicts"])
     progress("\nSweeps (one command each: `.venv/bin/grpolens sweep --group G`):")
@@ -83,16 +90,22 @@ def materialize(settings: Settings, progress: Callable[[str], None]) -> dict[str
     home = dagster_home(settings)
     progress(f"materializing every asset with Dagster's `refresh` job (instance {home}) …")
     resource = GrpolensResource(
-        home=str(settings.home), wandb_dirs=os.pathsep.join(map(str, settings.wandb_dirs)),
-        trainer_logs=os.pathsep.join(map(str, settings.trainer_logs)), axiom_datasets=",".join(settings.axiom_datasets),
-        event_files=os.pathsep.join(map(str, settings.event_files)))
+        home=str(settings.home),
+        wandb_dirs=os.pathsep.join(map(str, settings.wandb_dirs)),
+        trainer_logs=os.pathsep.join(map(str, settings.trainer_logs)),
+        axiom_datasets=",".join(settings.axiom_datasets),
+        event_files=os.pathsep.join(map(str, settings.event_files)),
+    )
     started = time.perf_counter()
     # dagster-dbt echoes dbt's log to stdout; the summary below says what matters, a failure names its step
     with dg.DagsterInstance.from_config(str(home)) as instance, contextlib.redirect_stdout(io.StringIO()):
         result = defs.resolve_job_def("refresh").execute_in_process(
-            instance=instance, resources={"grpolens": resource, "dbt": dbt_resource()}, raise_on_error=False,
+            instance=instance,
+            resources={"grpolens": resource, "dbt": dbt_resource()},
+            raise_on_error=False,
             run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-            tags={"grpolens/trigger": "demo"})
+            tags={"grpolens/trigger": "demo"},
+        )
     if not result.success:
         raise DemoFailed(_first_failure(result))
     metadata = {}
@@ -104,9 +117,11 @@ def materialize(settings: Settings, progress: Callable[[str], None]) -> dict[str
         lake = next((m for key, m in metadata.items() if key.startswith(f"lake/{name}_")), None)
         if lake and lake.get("configured"):
             progress(f"  {name}: {lake['files_read']} of {lake['files_seen']} files read, {lake['values']} values")
-    progress(f"Dagster run {result.run_id[:8]}: {len(metadata)} assets materialized, {len(checks)} asset checks "
-             f"({sum(c.passed for c in checks)} passed) in {time.perf_counter() - started:.1f}s; "
-             "`make ui` shows them")
+    progress(
+        f"Dagster run {result.run_id[:8]}: {len(metadata)} assets materialized, {len(checks)} asset checks "
+        f"({sum(c.passed for c in checks)} passed) in {time.perf_counter() - started:.1f}s; "
+        "`make ui` shows them"
+    )
     return metadata
 
 
@@ -136,16 +151,30 @@ def write_trainer_state(run_dir: Path, steps: int = 120, seed: int = 3) -> Path:
     for step in range(1, steps + 1):
         accuracy = min(1.0, 0.15 + 0.6 * step / steps + rng.gauss(0, 0.08))
         fmt = min(1.0, 0.3 + 0.5 * step / steps + rng.gauss(0, 0.05))
-        history.append({
-            "loss": round(0.04 * step / steps + rng.gauss(0, 0.002), 6), "grad_norm": abs(rng.gauss(0.4, 0.1)),
-            "learning_rate": 5e-6 * (1 - step / steps), "rewards/accuracy_reward": max(0.0, accuracy),
-            "rewards/format_reward": max(0.0, fmt), "reward": max(0.0, accuracy) + max(0.0, fmt),
-            "reward_std": abs(rng.gauss(0.35, 0.08)), "completion_length": 180 + 60 * step / steps + rng.gauss(0, 8),
-            "kl": abs(0.002 + 0.03 * step / steps + rng.gauss(0, 0.004)), "epoch": round(step / steps, 4),
-            "step": step,
-        })
-    state = {"global_step": steps, "max_steps": steps, "num_train_epochs": 1, "logging_steps": 1,
-             "train_batch_size": 8, "log_history": history, "is_world_process_zero": True}
+        history.append(
+            {
+                "loss": round(0.04 * step / steps + rng.gauss(0, 0.002), 6),
+                "grad_norm": abs(rng.gauss(0.4, 0.1)),
+                "learning_rate": 5e-6 * (1 - step / steps),
+                "rewards/accuracy_reward": max(0.0, accuracy),
+                "rewards/format_reward": max(0.0, fmt),
+                "reward": max(0.0, accuracy) + max(0.0, fmt),
+                "reward_std": abs(rng.gauss(0.35, 0.08)),
+                "completion_length": 180 + 60 * step / steps + rng.gauss(0, 8),
+                "kl": abs(0.002 + 0.03 * step / steps + rng.gauss(0, 0.004)),
+                "epoch": round(step / steps, 4),
+                "step": step,
+            }
+        )
+    state = {
+        "global_step": steps,
+        "max_steps": steps,
+        "num_train_epochs": 1,
+        "logging_steps": 1,
+        "train_batch_size": 8,
+        "log_history": history,
+        "is_world_process_zero": True,
+    }
     path = run_dir / f"checkpoint-{steps}" / "trainer_state.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(state, indent=2))
@@ -163,10 +192,13 @@ def summary(settings: Settings) -> str:
         ).fetchall():
             lines.append(f"  {project:<16} {name:<24} {state:<9} last step {steps!s:>5}  {values:>7} values")
         lines.append("")
-        lines.append("Rows: " + ", ".join(
-            f"{table} {con.sql(f'select count(*) from {table}').fetchone()[0]}"
-            for table in ("runs", "history", "metrics", "elo_ratings", "elo_gap", "events")
-        ))
+        lines.append(
+            "Rows: "
+            + ", ".join(
+                f"{table} {con.sql(f'select count(*) from {table}').fetchone()[0]}"
+                for table in ("runs", "history", "metrics", "elo_ratings", "elo_gap", "events")
+            )
+        )
         lines.append("")
         lines.append("Elo gap, best checkpoint − base_model, at each league run's last step:")
         gaps = con.sql(
@@ -189,13 +221,15 @@ def summary(settings: Settings) -> str:
                             where h.grain = 'overall'""").fetchall()
         for status, errors, completion, p95, per_hour, full in health:
             lines.append("")
-            lines.append(f"Rollout pipeline (events): {status}, error rate {errors:.1%}, completion {completion:.1%}, "
-                         f"p95 rollout {p95:.0f}s, {per_hour:.0f} trajectories/hour, {full:.1%} orders fully extracted")
+            lines.append(
+                f"Rollout pipeline (events): {status}, error rate {errors:.1%}, completion {completion:.1%}, "
+                f"p95 rollout {p95:.0f}s, {per_hour:.0f} trajectories/hour, {full:.1%} orders fully extracted"
+            )
         lines += [
             "",
             f"Warehouse: {settings.duckdb_path}",
             f"Lake:      {settings.lake}",
-            "Try:       .venv/bin/grpolens sql \"select * from elo_reference_trends\"",
+            'Try:       .venv/bin/grpolens sql "select * from elo_reference_trends"',
             "           make ui   (Dagster UI on http://127.0.0.1:3000)",
         ]
         return "\n".join(lines)

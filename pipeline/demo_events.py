@@ -33,8 +33,12 @@ POWERS = ("AUSTRIA", "ENGLAND", "FRANCE", "GERMANY", "ITALY", "RUSSIA", "TURKEY"
 SERVICES = {"trainer": "diplomacy-grpo-trainer", "rollout": "diplomacy-rollout-worker", "inference": "diplomacy-vllm"}
 # Where the trouble is, as fractions of the whole stretch of time.
 PERIODS = {"slow_rollouts": (0.25, 0.375), "error_burst": (0.58, 0.625), "extraction_failures": (0.75, 0.875)}
-ERRORS = ("vLLM request timed out after 300s", "CUDA out of memory while generating", "game engine: invalid state",
-          "connection reset by inference server")
+ERRORS = (
+    "vLLM request timed out after 300s",
+    "CUDA out of memory while generating",
+    "game engine: invalid state",
+    "connection reset by inference server",
+)
 
 
 def _iso(t: datetime) -> str:
@@ -74,16 +78,38 @@ def write_demo_events(path: Path, start: datetime, hours: float = 6, seed: int =
         r_end = start + span * ((i + 1) / 3) - timedelta(seconds=30 if i < 2 else 600)
         status = "completed" if i < 2 else "failed"
         lr = float(name.rsplit("lr", 1)[1])
-        emit(r_start, "sweep_run_started", "trainer", run_name=name, sweep_name="diplomacy-grpo-sweep",
-             run_index=i, learning_rate=lr)
+        emit(
+            r_start,
+            "sweep_run_started",
+            "trainer",
+            run_name=name,
+            sweep_name="diplomacy-grpo-sweep",
+            run_index=i,
+            learning_rate=lr,
+        )
         if status == "completed":
-            emit(r_end, "sweep_run_completed", "trainer", run_name=name, sweep_name="diplomacy-grpo-sweep",
-                 run_index=i, duration_s=round((r_end - r_start).total_seconds(), 1))
+            emit(
+                r_end,
+                "sweep_run_completed",
+                "trainer",
+                run_name=name,
+                sweep_name="diplomacy-grpo-sweep",
+                run_index=i,
+                duration_s=round((r_end - r_start).total_seconds(), 1),
+            )
         else:
-            emit(r_end, "sweep_run_failed", "trainer", run_name=name, sweep_name="diplomacy-grpo-sweep",
-                 run_index=i, error="CUDA out of memory during actor update")
-        runs.append({"run_name": name, "start": _iso(r_start), "end": _iso(r_end), "status": status,
-                     "learning_rate": lr})
+            emit(
+                r_end,
+                "sweep_run_failed",
+                "trainer",
+                run_name=name,
+                sweep_name="diplomacy-grpo-sweep",
+                run_index=i,
+                error="CUDA out of memory during actor update",
+            )
+        runs.append(
+            {"run_name": name, "start": _iso(r_start), "end": _iso(r_end), "status": status, "learning_rate": lr}
+        )
 
     # -- rollouts
     rollouts: list[dict] = []
@@ -98,8 +124,16 @@ def write_demo_events(path: Path, start: datetime, hours: float = 6, seed: int =
         duration = rng.lognormvariate(math.log(40), 0.35) * (3.2 if slow else 1.0)
         samples = 8
         horizon = rng.choice((1, 2, 2, 3))
-        emit(t, "rollout_start", "rollout", rollout_id=rollout_id, samples_per_group=samples,
-             horizon_years=horizon, horizon_type=rng.choice(("fixed", "fixed", "random")), warmup_phases=2)
+        emit(
+            t,
+            "rollout_start",
+            "rollout",
+            rollout_id=rollout_id,
+            samples_per_group=samples,
+            horizon_years=horizon,
+            horizon_type=rng.choice(("fixed", "fixed", "random")),
+            warmup_phases=2,
+        )
         failed = rng.random() < (0.4 if burst else 0.003)
         fail_at = rng.uniform(0.2, 0.9) if failed else 2.0
         calls = 0
@@ -117,10 +151,18 @@ def write_demo_events(path: Path, start: datetime, hours: float = 6, seed: int =
             generated = int(rng.gauss(300, 60)) * batch
             hit_rate = min(0.95, max(0.0, rng.gauss(0.68, 0.08)))
             queries = batch
-            emit(t + timedelta(seconds=duration * frac - 0.5), "inference_response", "inference", batch_size=batch,
-                 duration_ms=round(gen_ms, 1), tokens_generated=generated,
-                 tokens_per_second=round(generated / (gen_ms / 1000), 1), prefix_cache_hit_rate=round(hit_rate, 3),
-                 prefix_cache_queries=queries, prefix_cache_hits=round(queries * hit_rate))
+            emit(
+                t + timedelta(seconds=duration * frac - 0.5),
+                "inference_response",
+                "inference",
+                batch_size=batch,
+                duration_ms=round(gen_ms, 1),
+                tokens_generated=generated,
+                tokens_per_second=round(generated / (gen_ms / 1000), 1),
+                prefix_cache_hit_rate=round(hit_rate, 3),
+                prefix_cache_queries=queries,
+                prefix_cache_hits=round(queries * hit_rate),
+            )
             calls += 1
             tokens += generated
             for power in POWERS:
@@ -142,28 +184,72 @@ def write_demo_events(path: Path, start: datetime, hours: float = 6, seed: int =
                     over += 1
                 if rng.random() < 0.02:
                     invalid += 1
-                emit(t + timedelta(seconds=duration * frac + rng.uniform(0, 0.4)), event, "rollout",
-                     rollout_id=rollout_id, power_name=power, orders_count=count, expected_count=expected,
-                     status=status, phase=phase, **extra)
+                emit(
+                    t + timedelta(seconds=duration * frac + rng.uniform(0, 0.4)),
+                    event,
+                    "rollout",
+                    rollout_id=rollout_id,
+                    power_name=power,
+                    orders_count=count,
+                    expected_count=expected,
+                    status=status,
+                    phase=phase,
+                    **extra,
+                )
         done = t + timedelta(seconds=duration * (fail_at if failed else 1.0))
         full = statuses["full"]
         total = sum(statuses.values())
         if failed:
             error = rng.choice(ERRORS)
-            emit(done, "rollout_error", "rollout", rollout_id=rollout_id, error=error,
-                 phase=phases[min(len(phases) - 1, int(fail_at * len(phases)))])
-            emit(done + timedelta(milliseconds=2), "span_duration", "rollout", span_name="rollout",
-                 duration_ms=round((done - t).total_seconds() * 1000, 1), status="error", error=error)
+            emit(
+                done,
+                "rollout_error",
+                "rollout",
+                rollout_id=rollout_id,
+                error=error,
+                phase=phases[min(len(phases) - 1, int(fail_at * len(phases)))],
+            )
+            emit(
+                done + timedelta(milliseconds=2),
+                "span_duration",
+                "rollout",
+                span_name="rollout",
+                duration_ms=round((done - t).total_seconds() * 1000, 1),
+                status="error",
+                error=error,
+            )
         else:
-            emit(done - timedelta(milliseconds=5), "rollout_metrics", "rollout", rollout_id=rollout_id,
-                 duration_ms=round(duration * 1000, 1), inference_calls=calls,
-                 extraction_rate=round(full / total, 4) if total else 0.0, empty_responses=statuses["empty"],
-                 partial_responses=statuses["partial"], invalid_orders=invalid, over_extracted=over)
-            emit(done, "rollout_complete", "rollout", rollout_id=rollout_id,
-                 trajectories_count=samples - (1 if rng.random() < 0.05 else 0), total_inference_calls=calls,
-                 total_duration_ms=round(duration * 1000, 1))
-            emit(done + timedelta(milliseconds=2), "span_duration", "rollout", span_name="rollout",
-                 duration_ms=round(duration * 1000, 1), status="ok", error=None)
+            emit(
+                done - timedelta(milliseconds=5),
+                "rollout_metrics",
+                "rollout",
+                rollout_id=rollout_id,
+                duration_ms=round(duration * 1000, 1),
+                inference_calls=calls,
+                extraction_rate=round(full / total, 4) if total else 0.0,
+                empty_responses=statuses["empty"],
+                partial_responses=statuses["partial"],
+                invalid_orders=invalid,
+                over_extracted=over,
+            )
+            emit(
+                done,
+                "rollout_complete",
+                "rollout",
+                rollout_id=rollout_id,
+                trajectories_count=samples - (1 if rng.random() < 0.05 else 0),
+                total_inference_calls=calls,
+                total_duration_ms=round(duration * 1000, 1),
+            )
+            emit(
+                done + timedelta(milliseconds=2),
+                "span_duration",
+                "rollout",
+                span_name="rollout",
+                duration_ms=round(duration * 1000, 1),
+                status="ok",
+                error=None,
+            )
         rollouts.append({"start": t, "end": done, "duration_s": duration, "failed": failed, "statuses": statuses})
         t += timedelta(seconds=rng.expovariate(1 / 14))
 
@@ -175,9 +261,16 @@ def write_demo_events(path: Path, start: datetime, hours: float = 6, seed: int =
         if tick % 3 == 0:
             for gpu in range(2):
                 util = min(100.0, max(0.0, rng.gauss(35 if _in(t, periods["slow_rollouts"]) else 82, 8)))
-                emit(t + timedelta(milliseconds=gpu), "gpu_stats", "trainer", gpu_index=gpu,
-                     gpu_utilization=round(util, 1), memory_utilization=round(rng.uniform(70, 92), 1),
-                     memory_used=int(rng.uniform(56, 74) * 1024), memory_total=81920)
+                emit(
+                    t + timedelta(milliseconds=gpu),
+                    "gpu_stats",
+                    "trainer",
+                    gpu_index=gpu,
+                    gpu_utilization=round(util, 1),
+                    memory_utilization=round(rng.uniform(70, 92), 1),
+                    memory_used=int(rng.uniform(56, 74) * 1024),
+                    memory_total=81920,
+                )
         if tick % 6 == 0:
             q = rng.randint(300, 600)
             rate = min(0.95, max(0.0, rng.gauss(0.66, 0.05)))
@@ -185,23 +278,37 @@ def write_demo_events(path: Path, start: datetime, hours: float = 6, seed: int =
             pt = q * rng.randint(1800, 2600)
             cache_queries, cache_hits = cache_queries + q, cache_hits + h
             prompt_total, prompt_cached = prompt_total + pt, prompt_cached + int(pt * rate)
-            emit(t + timedelta(milliseconds=20), "prefix_cache_stats", "inference", hit_rate=round(h / q, 4),
-                 queries=cache_queries, hits=cache_hits, prompt_tokens_total=prompt_total,
-                 prompt_tokens_cached=prompt_cached)
+            emit(
+                t + timedelta(milliseconds=20),
+                "prefix_cache_stats",
+                "inference",
+                hit_rate=round(h / q, 4),
+                queries=cache_queries,
+                hits=cache_hits,
+                prompt_tokens_total=prompt_total,
+                prompt_tokens_cached=prompt_cached,
+            )
         if tick % 2 == 0:
             batch = rng.choice((4, 7, 7, 8, 14))
             gen = rng.uniform(6, 14) * (2.5 if _in(t, periods["slow_rollouts"]) else 1.0)
             adapter = rng.uniform(0.05, 0.4)
             tokens_generated = batch * int(rng.gauss(300, 50))
             prompt_tokens = batch * rng.randint(1800, 2600)
-            emit(t + timedelta(milliseconds=40), "inference_timing_breakdown", "inference",
-                 total_time_s=round(gen + adapter + 0.1, 3), generation_time_s=round(gen, 3),
-                 adapter_load_time_s=round(adapter, 3),
-                 input_tokens_per_second=round(prompt_tokens / (gen + adapter), 1),
-                 output_tokens_per_second=round(tokens_generated / gen, 1), batch_size=batch,
-                 prefix_cache_hit_rate=round(min(0.95, max(0.0, rng.gauss(0.66, 0.05))), 3),
-                 tokens_generated=tokens_generated, prompt_tokens=prompt_tokens,
-                 lora_name=f"adapter_v{int((t - start).total_seconds() // 120)}")
+            emit(
+                t + timedelta(milliseconds=40),
+                "inference_timing_breakdown",
+                "inference",
+                total_time_s=round(gen + adapter + 0.1, 3),
+                generation_time_s=round(gen, 3),
+                adapter_load_time_s=round(adapter, 3),
+                input_tokens_per_second=round(prompt_tokens / (gen + adapter), 1),
+                output_tokens_per_second=round(tokens_generated / gen, 1),
+                batch_size=batch,
+                prefix_cache_hit_rate=round(min(0.95, max(0.0, rng.gauss(0.66, 0.05))), 3),
+                tokens_generated=tokens_generated,
+                prompt_tokens=prompt_tokens,
+                lora_name=f"adapter_v{int((t - start).total_seconds() // 120)}",
+            )
         tick += 1
         t += timedelta(seconds=10)
 
@@ -215,15 +322,36 @@ def write_demo_events(path: Path, start: datetime, hours: float = 6, seed: int =
         at = t
         for name, seconds in (("rollout_phase", rollout_s), ("ref_logprobs", ref_s), ("actor_update", update_s)):
             at += timedelta(seconds=seconds)
-            emit(at, "span_duration", "trainer", span_name=name, duration_ms=round(seconds * 1000, 1),
-                 status="ok", error=None)
+            emit(
+                at,
+                "span_duration",
+                "trainer",
+                span_name=name,
+                duration_ms=round(seconds * 1000, 1),
+                status="ok",
+                error=None,
+            )
         if step % 10 == 0:
             save = rng.uniform(8, 20)
             at += timedelta(seconds=save)
-            emit(at, "span_duration", "trainer", span_name="checkpoint_save", duration_ms=round(save * 1000, 1),
-                 status="ok", error=None)
-        emit(at + timedelta(milliseconds=5), "span_duration", "trainer", span_name="training_step",
-             duration_ms=round((at - t).total_seconds() * 1000, 1), status="ok", error=None)
+            emit(
+                at,
+                "span_duration",
+                "trainer",
+                span_name="checkpoint_save",
+                duration_ms=round(save * 1000, 1),
+                status="ok",
+                error=None,
+            )
+        emit(
+            at + timedelta(milliseconds=5),
+            "span_duration",
+            "trainer",
+            span_name="training_step",
+            duration_ms=round((at - t).total_seconds() * 1000, 1),
+            status="ok",
+            error=None,
+        )
         t = at + timedelta(seconds=rng.uniform(1, 3))
 
     events.sort(key=lambda item: item[0])
@@ -238,26 +366,36 @@ def write_demo_events(path: Path, start: datetime, hours: float = 6, seed: int =
         done = [r for r in inside if not r["failed"]]
         orders = sum((r["statuses"] for r in inside), Counter())
         total = sum(orders.values())
-        return {"rollouts": len(inside), "failed": sum(r["failed"] for r in inside),
-                "error_rate": round(sum(r["failed"] for r in inside) / len(inside), 4) if inside else None,
-                "rollout_p50_s": round(sorted(r["duration_s"] for r in done)[len(done) // 2], 1) if done else None,
-                "rollout_p95_s": round(_p95([r["duration_s"] for r in done]), 1) if done else None,
-                "orders_full_share": round(orders["full"] / total, 4) if total else None,
-                "orders_empty_share": round(orders["empty"] / total, 4) if total else None,
-                "orders_partial_share": round(orders["partial"] / total, 4) if total else None}
+        return {
+            "rollouts": len(inside),
+            "failed": sum(r["failed"] for r in inside),
+            "error_rate": round(sum(r["failed"] for r in inside) / len(inside), 4) if inside else None,
+            "rollout_p50_s": round(sorted(r["duration_s"] for r in done)[len(done) // 2], 1) if done else None,
+            "rollout_p95_s": round(_p95([r["duration_s"] for r in done]), 1) if done else None,
+            "orders_full_share": round(orders["full"] / total, 4) if total else None,
+            "orders_empty_share": round(orders["empty"] / total, 4) if total else None,
+            "orders_partial_share": round(orders["partial"] / total, 4) if total else None,
+        }
 
     outside = [p for p in periods.values()]
     normal = [r for r in rollouts if not any(_in(r["start"], w) for w in outside)]
     normal_done = [r for r in normal if not r["failed"] and r["end"] < end]
     return {
-        "path": str(path), "dataset": DATASET, "start": _iso(start), "end": _iso(end), "seed": seed,
-        "events": len(events), "counts": dict(sorted(Counter(e["event"] for _, e in events).items())),
+        "path": str(path),
+        "dataset": DATASET,
+        "start": _iso(start),
+        "end": _iso(end),
+        "seed": seed,
+        "events": len(events),
+        "counts": dict(sorted(Counter(e["event"] for _, e in events).items())),
         "services": dict(SERVICES),
         "runs": runs,
         "periods": {name: {"start": _iso(w[0]), "end": _iso(w[1]), **stats(w)} for name, w in periods.items()},
         "overall": stats(None),
-        "normal": {"rollout_p95_s": round(_p95([r["duration_s"] for r in normal_done]), 1) if normal_done else None,
-                   "error_rate": round(sum(r["failed"] for r in normal) / len(normal), 4) if normal else None},
+        "normal": {
+            "rollout_p95_s": round(_p95([r["duration_s"] for r in normal_done]), 1) if normal_done else None,
+            "error_rate": round(sum(r["failed"] for r in normal) / len(normal), 4) if normal else None,
+        },
     }
 
 

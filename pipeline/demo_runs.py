@@ -24,17 +24,23 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 ENTITY = "grpolens-demo"
 CHECKPOINT_EVERY = 10  # Diplomacy league: a new checkpoint player joins every 10 steps
 # Seed Elo of the fixed references (grpo-signals.md section 2); mu = 25 + (elo - 1000) / 40.
-REFERENCE_SEEDS = {"base_model": 1000, "chaos_bot": 900, "defensive_bot": 950, "territorial_bot": 950,
-                   "coordinated_bot": 1000, "dumb_bot": 850}
+REFERENCE_SEEDS = {
+    "base_model": 1000,
+    "chaos_bot": 900,
+    "defensive_bot": 950,
+    "territorial_bot": 950,
+    "coordinated_bot": 1000,
+    "dumb_bot": 850,
+}
 # Hidden "true" strength the references drift to as a learning policy exploits them. Ratings are relative and lag
 # the truth, so these are tuned (not observed) to make the logged ratings land where the reference doc's expectations
 # are: scripted bots near 800, and base_model visibly down after 200 steps (~40-90 Elo below its seed, at least its
@@ -54,6 +60,7 @@ GAMES_PER_STEP = 8  # one step's 64 trajectories are several games among the sam
 @dataclass(frozen=True)
 class Problem:
     """One deliberately injected problem: the ground truth an anomaly check is scored against."""
+
     check: str
     onset_step: int
     end_step: int | None
@@ -63,6 +70,7 @@ class Problem:
 @dataclass
 class DemoRun:
     """What was written: enough to find the run again and to know which problems it should show."""
+
     name: str
     project: str
     run_id: str
@@ -73,6 +81,7 @@ class DemoRun:
 @dataclass
 class _Spec:
     """Everything needed to write one run: W&B metadata plus the rows, each ``(step or None, row dict)``."""
+
     run: DemoRun
     config: dict
     tags: list[str]
@@ -82,6 +91,7 @@ class _Spec:
 
 
 # --------------------------------------------------------------------------- small curve helpers
+
 
 def _run_id(seed: int, name: str) -> str:
     """8 lowercase base-36 characters from (seed, name): stable across invocations, unlike hash()."""
@@ -132,8 +142,11 @@ def _grad(rng: np.random.Generator, n: int, level: float, sd: float = 0.18, bump
 
 def _truncated_share(length: np.ndarray | float, max_len: int) -> np.ndarray:
     """Share of responses cut at max length: tiny until the mean nears the limit, then it climbs fast."""
-    return np.where(np.asarray(length) > 40, 0.004 * np.exp(np.maximum(np.asarray(length) - 0.6 * max_len, 0)
-                                                             / (0.08 * max_len)), 0.0)
+    return np.where(
+        np.asarray(length) > 40,
+        0.004 * np.exp(np.maximum(np.asarray(length) - 0.6 * max_len, 0) / (0.08 * max_len)),
+        0.0,
+    )
 
 
 def _first(mask: np.ndarray) -> int:
@@ -143,6 +156,7 @@ def _first(mask: np.ndarray) -> int:
 
 
 # --------------------------------------------------------------------------- Diplomacy league (TrueSkill)
+
 
 class _League:
     """TrueSkill ratings of fixed references and the run's own checkpoints, updated from simulated games.
@@ -206,21 +220,43 @@ class _League:
         for p in players:
             mu, sigma = self.rating[p]
             key = p.replace("/", "_")
-            out |= {f"trueskill/{key}_mu": mu, f"trueskill/{key}_sigma": sigma,
-                    f"trueskill/{key}_rating": mu - 3 * sigma, f"elo/{key}": (mu - 25) * 40 + 1000}
+            out |= {
+                f"trueskill/{key}_mu": mu,
+                f"trueskill/{key}_sigma": sigma,
+                f"trueskill/{key}_rating": mu - 3 * sigma,
+                f"elo/{key}": (mu - 25) * 40 + 1000,
+            }
         return out
 
 
 def _diplomacy_config(lr: float, kl_beta: float, n: int) -> dict:
-    return {"learning_rate": lr, "lora_rank": 16, "lora_target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"],
-            "kl_beta": kl_beta, "kl_target": 0.03, "use_ppo_clipping": True, "use_ema_reference": False,
-            "entropy_coef": 0.0, "samples_per_group": 8, "num_groups_per_step": 8, "rollout_horizon_years": 2,
-            "league_training": True, "base_model_id": "Qwen/Qwen2.5-7B-Instruct", "simulated_years_per_step": 128,
-            "total_simulated_years": 128 * n}
+    return {
+        "learning_rate": lr,
+        "lora_rank": 16,
+        "lora_target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"],
+        "kl_beta": kl_beta,
+        "kl_target": 0.03,
+        "use_ppo_clipping": True,
+        "use_ema_reference": False,
+        "entropy_coef": 0.0,
+        "samples_per_group": 8,
+        "num_groups_per_step": 8,
+        "rollout_horizon_years": 2,
+        "league_training": True,
+        "base_model_id": "Qwen/Qwen2.5-7B-Instruct",
+        "simulated_years_per_step": 128,
+        "total_simulated_years": 128 * n,
+    }
 
 
-def _diplomacy_rows(rng: np.random.Generator, n: int, cfg: dict, c: dict[str, np.ndarray],
-                    league: _League | None, eval_steps: set[int] = frozenset()) -> list[tuple[int, dict]]:
+def _diplomacy_rows(
+    rng: np.random.Generator,
+    n: int,
+    cfg: dict,
+    c: dict[str, np.ndarray],
+    league: _League | None,
+    eval_steps: set[int] = frozenset(),
+) -> list[tuple[int, dict]]:
     """Per-step rows in the trainer's families; ``c`` holds the designed curves (reward, kl, clip, ...)."""
     spg, groups, years = cfg["samples_per_group"], cfg["num_groups_per_step"], cfg["rollout_horizon_years"]
     entropy = 1.15 - 0.30 * np.arange(n) / n + _ar1(rng, n, 0.02)
@@ -234,23 +270,36 @@ def _diplomacy_rows(rng: np.random.Generator, n: int, cfg: dict, c: dict[str, np
         rollout_s, train_s = float(rng.normal(72, 6)), float(rng.normal(41, 3))
         cum_years += traj * years
         row = {
-            "benchmark/loss": float(cfg["kl_beta"] * kl + rng.normal(0, 0.015)), "benchmark/kl": kl,
-            "benchmark/reward_mean": r, "benchmark/reward_std": float(0.17 + 0.04 * rng.random()),
-            "benchmark/rollout_time_s": rollout_s, "benchmark/training_time_s": train_s,
-            "benchmark/trajectories": traj, "benchmark/grad_norm": float(c["grad"][i]),
-            "kl/mean": kl, "kl/max": kl * float(rng.uniform(6, 15)), "kl/min": kl * float(rng.uniform(0, 0.05)),
-            "kl/std": kl * float(rng.uniform(1.5, 3.0)), "kl/beta": cfg["kl_beta"],
-            "extraction/rate": extracted / expected, "extraction/orders_expected": expected,
-            "extraction/orders_extracted": extracted, "extraction/empty_responses": int(rng.binomial(traj, 0.01)),
+            "benchmark/loss": float(cfg["kl_beta"] * kl + rng.normal(0, 0.015)),
+            "benchmark/kl": kl,
+            "benchmark/reward_mean": r,
+            "benchmark/reward_std": float(0.17 + 0.04 * rng.random()),
+            "benchmark/rollout_time_s": rollout_s,
+            "benchmark/training_time_s": train_s,
+            "benchmark/trajectories": traj,
+            "benchmark/grad_norm": float(c["grad"][i]),
+            "kl/mean": kl,
+            "kl/max": kl * float(rng.uniform(6, 15)),
+            "kl/min": kl * float(rng.uniform(0, 0.05)),
+            "kl/std": kl * float(rng.uniform(1.5, 3.0)),
+            "kl/beta": cfg["kl_beta"],
+            "extraction/rate": extracted / expected,
+            "extraction/orders_expected": expected,
+            "extraction/orders_extracted": extracted,
+            "extraction/empty_responses": int(rng.binomial(traj, 0.01)),
             "extraction/partial_responses": int(rng.binomial(traj, 0.03)),
-            "processing/skip_rate": zero_var / groups, "processing/skipped_zero_variance": zero_var,
+            "processing/skip_rate": zero_var / groups,
+            "processing/skipped_zero_variance": zero_var,
             "processing/effective_batch_size": traj - zero_var * spg,
             "ppo/clip_fraction": float(np.clip(c["clip"][i] + rng.normal(0, 0.01), 0, 1)),
-            "policy/entropy_mean": float(entropy[i]), "policy/entropy_std": float(entropy[i] * rng.uniform(0.3, 0.4)),
+            "policy/entropy_mean": float(entropy[i]),
+            "policy/entropy_std": float(entropy[i] * rng.uniform(0.3, 0.4)),
             "game/avg_sc_count": float(3.2 + 6 * r + rng.normal(0, 0.25)),
-            "power_law/cumulative_simulated_years": cum_years, "power_law/simulated_years_per_step": traj * years,
+            "power_law/cumulative_simulated_years": cum_years,
+            "power_law/simulated_years_per_step": traj * years,
             "power_law/reward_at_compute": r,
-            "rollout/max_total_s": rollout_s * float(rng.uniform(1.02, 1.2)), "rollout/failed_count": 0,
+            "rollout/max_total_s": rollout_s * float(rng.uniform(1.02, 1.2)),
+            "rollout/failed_count": 0,
         }
         if league is not None:
             if i and i % CHECKPOINT_EVERY == 0:
@@ -263,9 +312,14 @@ def _diplomacy_rows(rng: np.random.Generator, n: int, cfg: dict, c: dict[str, np
                 p = float(league.progress[i])
                 challenger, base = 1500 + 90 * p + rng.normal(0, 12), 1500 - 25 * p + rng.normal(0, 12)
                 eval_games += 40
-                row |= {"elo/challenger": challenger, "elo/base_model": base, "elo/games_played": eval_games,
-                        "elo/win_rate": float(np.clip(1 / (1 + 10 ** ((base - challenger) / 400))
-                                                      + rng.normal(0, 0.03), 0, 1))}
+                row |= {
+                    "elo/challenger": challenger,
+                    "elo/base_model": base,
+                    "elo/games_played": eval_games,
+                    "elo/win_rate": float(
+                        np.clip(1 / (1 + 10 ** ((base - challenger) / 400)) + rng.normal(0, 0.03), 0, 1)
+                    ),
+                }
         rows.append((i, row))
     return rows
 
@@ -282,16 +336,25 @@ def _league_specs(seed: int, scale: float) -> list[_Spec]:
         else:  # never improves: the reward stays at its first level and the Elo gap stays flat
             reward = 0.20 + rng.normal(0, 0.02, n)
             # its league never learns: base_model's rating never falls below its seed
-            problems = [Problem("reward_plateau", 0, None, "benchmark/reward_mean"),
-                        Problem("elo_base_model_not_declining", 0, None, "elo/base_model")]
-        curves = {"reward": reward, "kl": 0.012 + 0.018 * progress + np.abs(_ar1(rng, n, 0.003)),
-                  "clip": 0.06 + 0.04 * progress, "grad": _grad(rng, n, 1.2),
-                  "extraction": np.clip(0.975 + rng.normal(0, 0.006, n), 0, 0.995)}
+            problems = [
+                Problem("reward_plateau", 0, None, "benchmark/reward_mean"),
+                Problem("elo_base_model_not_declining", 0, None, "elo/base_model"),
+            ]
+        curves = {
+            "reward": reward,
+            "kl": 0.012 + 0.018 * progress + np.abs(_ar1(rng, n, 0.003)),
+            "clip": 0.06 + 0.04 * progress,
+            "grad": _grad(rng, n, 1.2),
+            "extraction": np.clip(0.975 + rng.normal(0, 0.006, n), 0, 0.995),
+        }
         league = _League(name, rng, progress if learning else np.zeros(n), learning)
         evals = {int(round(f * (n - 1))) for f in (0.25, 0.5, 0.75, 1.0)} if learning else set()
         run = DemoRun(name, "diplomacy-grpo", _run_id(seed, name), "diplomacy", problems)
-        specs.append(_Spec(run, cfg, ["league", "exp-league-v2"], "league-v2",
-                           _diplomacy_rows(rng, n, cfg, curves, league, evals)))
+        specs.append(
+            _Spec(
+                run, cfg, ["league", "exp-league-v2"], "league-v2", _diplomacy_rows(rng, n, cfg, curves, league, evals)
+            )
+        )
     return specs
 
 
@@ -307,8 +370,10 @@ def _sweep_specs(seed: int, scale: float) -> list[_Spec]:
         problems: list[Problem] = []
         if i == 0:
             reward, kl, clip, grad = 0.20 + 0.01 * prog, 0.0008 + 0.0004 * prog, np.full(n, 0.01), 0.4
-            problems += [Problem("too_conservative", 0, None, "kl/mean"),
-                         Problem("reward_plateau", 0, None, "benchmark/reward_mean")]
+            problems += [
+                Problem("too_conservative", 0, None, "kl/mean"),
+                Problem("reward_plateau", 0, None, "benchmark/reward_mean"),
+            ]
         elif i == 1:
             reward, kl, clip, grad = 0.20 + 0.20 * prog, 0.010 + 0.010 * prog, 0.04 + 0.01 * prog, 0.8
         elif i == 2:
@@ -321,15 +386,20 @@ def _sweep_specs(seed: int, scale: float) -> list[_Spec]:
             grad = 3.0
             # the fast gains are over once the reward is within its noise (0.05) of where it levels off: from
             # then on it does not improve any more (flat, then slowly down)
-            problems += [Problem("reward_plateau", _first(0.25 * (1 - _sat(n, 0.12)) < 0.05), None,
-                                 "benchmark/reward_mean"),
-                         Problem("kl_drift", int(0.3 * n), None, "kl/mean"),
-                         Problem("clip_fraction_high", _first(clip > 0.3), None, "ppo/clip_fraction"),
-                         Problem("extraction_rate_low", _first(ext < 0.95), None, "extraction/rate")]
+            problems += [
+                Problem("reward_plateau", _first(0.25 * (1 - _sat(n, 0.12)) < 0.05), None, "benchmark/reward_mean"),
+                Problem("kl_drift", int(0.3 * n), None, "kl/mean"),
+                Problem("clip_fraction_high", _first(clip > 0.3), None, "ppo/clip_fraction"),
+                Problem("extraction_rate_low", _first(ext < 0.95), None, "extraction/rate"),
+            ]
         noise = 0.02 if i == 0 else 0.03 + 0.02 * (i == 3)
-        curves = {"reward": reward + _ar1(rng, n, noise), "kl": kl * np.exp(rng.normal(0, 0.1, n)), "clip": clip,
-                  "grad": _grad(rng, n, grad, sd=0.18 + 0.1 * (i == 3)),
-                  "extraction": np.clip(ext + rng.normal(0, 0.006, n), 0, 0.995)}
+        curves = {
+            "reward": reward + _ar1(rng, n, noise),
+            "kl": kl * np.exp(rng.normal(0, 0.1, n)),
+            "clip": clip,
+            "grad": _grad(rng, n, grad, sd=0.18 + 0.1 * (i == 3)),
+            "extraction": np.clip(ext + rng.normal(0, 0.006, n), 0, 0.995),
+        }
         cfg = _diplomacy_config(lr, beta, n) | {"sweep_index": i}
         run = DemoRun(name, "diplomacy-grpo", _run_id(seed, name), "diplomacy", problems)
         specs.append(_Spec(run, cfg, ["sweep-demo"], "sweep-lr-kl", _diplomacy_rows(rng, n, cfg, curves, None)))
@@ -337,6 +407,7 @@ def _sweep_specs(seed: int, scale: float) -> list[_Spec]:
 
 
 # --------------------------------------------------------------------------- TRL GRPOTrainer
+
 
 def _trl_specs(seed: int, scale: float) -> list[_Spec]:
     specs = []
@@ -365,9 +436,11 @@ def _trl_specs(seed: int, scale: float) -> list[_Spec]:
             fmt = 0.10 + 0.90 * _sat(n, 0.4)
             acc = 0.30 - 0.06 * _ramp(n, h, n - h)
             eval_acc = 0.31 - 0.05 * _ramp(n, h, n - h)
-            problems += [Problem("reward_hacking", h + 1, None, "train/reward"),
-                         # the format term carries the reward from the first step while accuracy never improves
-                         Problem("reward_component_dominant", 1, None, "train/rewards/format_reward/mean")]
+            problems += [
+                Problem("reward_hacking", h + 1, None, "train/reward"),
+                # the format term carries the reward from the first step while accuracy never improves
+                Problem("reward_component_dominant", 1, None, "train/rewards/format_reward/mean"),
+            ]
         elif name == "trl-zero-variance":  # the model saturates the easy set: most groups all-correct
             z = int(0.5 * n)
             acc = np.where(np.arange(n) < z, 0.45 + 0.45 * _sat(n, 0.2), 0.45 + 0.45 * _sat(n, 0.2)[z])
@@ -379,11 +452,23 @@ def _trl_specs(seed: int, scale: float) -> list[_Spec]:
         ent_n = np.clip(entropy * np.exp(rng.normal(0, 0.04, n)), 1e-4, None)
         zero_n = np.clip(frac_zero + rng.normal(0, 0.035, n), 0, 1)
         grad = _grad(rng, n, 0.25) * (1 - 0.6 * np.clip(frac_zero - 0.2, 0, 1))
-        cfg = {"model_name_or_path": "Qwen/Qwen2.5-1.5B-Instruct", "learning_rate": 1e-6, "beta": 0.04,
-               "num_generations": 8, "max_completion_length": 512, "per_device_train_batch_size": 8,
-               "gradient_accumulation_steps": 4, "temperature": 0.9, "epsilon": 0.2, "loss_type": "dapo",
-               "lr_scheduler_type": "linear", "warmup_ratio": 0.05, "dataset_name": "openai/gsm8k",
-               "reward_funcs": ["accuracy_reward", "format_reward"], "max_steps": n}
+        cfg = {
+            "model_name_or_path": "Qwen/Qwen2.5-1.5B-Instruct",
+            "learning_rate": 1e-6,
+            "beta": 0.04,
+            "num_generations": 8,
+            "max_completion_length": 512,
+            "per_device_train_batch_size": 8,
+            "gradient_accumulation_steps": 4,
+            "temperature": 0.9,
+            "epsilon": 0.2,
+            "loss_type": "dapo",
+            "lr_scheduler_type": "linear",
+            "warmup_ratio": 0.05,
+            "dataset_name": "openai/gsm8k",
+            "reward_funcs": ["accuracy_reward", "format_reward"],
+            "max_steps": n,
+        }
         rows, tokens, warm = [], 0, max(1, int(0.05 * n))
         for i in range(n):
             gs, mean_len = i + 1, float(length[i] * np.exp(rng.normal(0, 0.04)))
@@ -391,35 +476,56 @@ def _trl_specs(seed: int, scale: float) -> list[_Spec]:
             tokens += int(256 * (mean_len + 130))
             kl = float(0.004 * prog[i] * np.exp(rng.normal(0, 0.2)) + 1e-5)
             std = math.sqrt(max(acc_n[i] * (1 - acc_n[i]), 0.0)) * (1 - zero_n[i]) + 0.1 * fmt_n[i] * (1 - fmt_n[i])
-            rows.append((None, {
-                "train/loss": 0.04 * kl + float(rng.normal(0, 0.004)), "train/grad_norm": float(grad[i]),
-                "train/learning_rate": 1e-6 * min(gs / warm, (n - i) / (n - warm + 1)),
-                "train/reward": float(acc_n[i] + fmt_n[i]), "train/reward_std": float(std + 0.02 * rng.random()),
-                "train/rewards/accuracy_reward/mean": float(acc_n[i]),
-                "train/rewards/accuracy_reward/std": float(math.sqrt(acc_n[i] * (1 - acc_n[i]))),
-                "train/rewards/format_reward/mean": float(fmt_n[i]),
-                "train/rewards/format_reward/std": float(math.sqrt(fmt_n[i] * (1 - fmt_n[i]))),
-                "train/kl": kl, "train/entropy": float(ent_n[i]),
-                "train/completions/mean_length": mean_len,
-                "train/completions/min_length": float(max(8, mean_len - spread * rng.uniform(120, 170))),
-                "train/completions/max_length": float(min(512, mean_len + spread * rng.uniform(180, 330))),
-                "train/completions/clipped_ratio": float(np.clip(rng.normal(0.012, 0.006), 0, 1) * spread),
-                "train/completions/mean_terminated_length": mean_len * 0.97,
-                "train/frac_reward_zero_std": float(zero_n[i]),
-                "train/clip_ratio/low_mean": 0.0, "train/clip_ratio/high_mean": float(abs(rng.normal(0, 4e-4))),
-                "train/clip_ratio/region_mean": float(abs(rng.normal(0, 5e-4))),
-                "train/num_tokens": float(tokens), "train/epoch": round(gs / (n / 3), 4), "train/global_step": gs,
-            }))
+            rows.append(
+                (
+                    None,
+                    {
+                        "train/loss": 0.04 * kl + float(rng.normal(0, 0.004)),
+                        "train/grad_norm": float(grad[i]),
+                        "train/learning_rate": 1e-6 * min(gs / warm, (n - i) / (n - warm + 1)),
+                        "train/reward": float(acc_n[i] + fmt_n[i]),
+                        "train/reward_std": float(std + 0.02 * rng.random()),
+                        "train/rewards/accuracy_reward/mean": float(acc_n[i]),
+                        "train/rewards/accuracy_reward/std": float(math.sqrt(acc_n[i] * (1 - acc_n[i]))),
+                        "train/rewards/format_reward/mean": float(fmt_n[i]),
+                        "train/rewards/format_reward/std": float(math.sqrt(fmt_n[i] * (1 - fmt_n[i]))),
+                        "train/kl": kl,
+                        "train/entropy": float(ent_n[i]),
+                        "train/completions/mean_length": mean_len,
+                        "train/completions/min_length": float(max(8, mean_len - spread * rng.uniform(120, 170))),
+                        "train/completions/max_length": float(min(512, mean_len + spread * rng.uniform(180, 330))),
+                        "train/completions/clipped_ratio": float(np.clip(rng.normal(0.012, 0.006), 0, 1) * spread),
+                        "train/completions/mean_terminated_length": mean_len * 0.97,
+                        "train/frac_reward_zero_std": float(zero_n[i]),
+                        "train/clip_ratio/low_mean": 0.0,
+                        "train/clip_ratio/high_mean": float(abs(rng.normal(0, 4e-4))),
+                        "train/clip_ratio/region_mean": float(abs(rng.normal(0, 5e-4))),
+                        "train/num_tokens": float(tokens),
+                        "train/epoch": round(gs / (n / 3), 4),
+                        "train/global_step": gs,
+                    },
+                )
+            )
             if gs % 10 == 0:  # TRL logs evaluation as its own wandb.log call: a separate row, same global_step
-                rows.append((None, {"eval/accuracy": float(np.clip(eval_acc[i] + rng.normal(0, 0.015), 0, 1)),
-                                    "eval/runtime": float(rng.normal(48, 2)), "eval/samples_per_second": 27.4,
-                                    "train/epoch": round(gs / (n / 3), 4), "train/global_step": gs}))
+                rows.append(
+                    (
+                        None,
+                        {
+                            "eval/accuracy": float(np.clip(eval_acc[i] + rng.normal(0, 0.015), 0, 1)),
+                            "eval/runtime": float(rng.normal(48, 2)),
+                            "eval/samples_per_second": 27.4,
+                            "train/epoch": round(gs / (n / 3), 4),
+                            "train/global_step": gs,
+                        },
+                    )
+                )
         run = DemoRun(name, "trl-grpo", _run_id(seed, name), "trl", problems)
         specs.append(_Spec(run, cfg, ["trl", "gsm8k"], "trl-gsm8k", rows, define_trl_metrics=True))
     return specs
 
 
 # --------------------------------------------------------------------------- verl main_ppo (GRPO)
+
 
 def _verl_specs(seed: int, scale: float) -> list[_Spec]:
     specs = []
@@ -436,25 +542,33 @@ def _verl_specs(seed: int, scale: float) -> list[_Spec]:
             d, s = int(0.3 * n), int(0.7 * n)
             length = 300 + 680 * _ramp(n, int(0.25 * n), int(0.45 * n))
             kl_loss = 0.006 + 0.154 * _ramp(n, d, s - d)  # past the reference's 0.1 warning line: not small-beta growth
-            kl_loss[s:s + 4] = [0.5, 0.9, 0.7, 0.4][: len(kl_loss[s:s + 4])]
-            kl_loss[s + 4:] = 0.15
-            grad_mult[s:s + 4] = [22, 48, 30, 14][: len(grad_mult[s:s + 4])]
+            kl_loss[s : s + 4] = [0.5, 0.9, 0.7, 0.4][: len(kl_loss[s : s + 4])]
+            kl_loss[s + 4 :] = 0.15
+            grad_mult[s : s + 4] = [22, 48, 30, 14][: len(grad_mult[s : s + 4])]
             score = score - 0.15 * (idx >= s)
-            problems += [Problem("response_length_growth", int(0.25 * n) + 1, None, "response_length/mean"),
-                         Problem("response_truncation", _first(_truncated_share(length, max_len) >= 0.05) + 1, None,
-                                 "response_length/clip_ratio"),
-                         Problem("kl_drift", d + 1, s, "actor/kl_loss"),
-                         Problem("kl_spike", s + 1, min(s + 4, n), "actor/kl_loss"),
-                         Problem("grad_norm_spike", s + 1, min(s + 4, n), "actor/grad_norm")]
+            problems += [
+                Problem("response_length_growth", int(0.25 * n) + 1, None, "response_length/mean"),
+                Problem(
+                    "response_truncation",
+                    _first(_truncated_share(length, max_len) >= 0.05) + 1,
+                    None,
+                    "response_length/clip_ratio",
+                ),
+                Problem("kl_drift", d + 1, s, "actor/kl_loss"),
+                Problem("kl_spike", s + 1, min(s + 4, n), "actor/kl_loss"),
+                Problem("grad_norm_spike", s + 1, min(s + 4, n), "actor/grad_norm"),
+            ]
         elif name == "verl-length-collapse":  # a long-CoT model degenerates to near-empty answers
             c, max_len = int(0.6 * n), 2048
             length = np.where(idx < c, 900.0, 900.0 * (15 / 900) ** np.clip((idx - c) / 10, 0, 1))
             grad_mult = np.where(idx >= c + 2, rng.uniform(15, 80, n), 1.0)
             score = np.where(idx < c + 3, score, 0.02)
             entropy = np.where(idx < c, entropy, 1.4)
-            problems += [Problem("response_length_collapse", c + 1, None, "response_length/mean"),
-                         Problem("grad_norm_spike", c + 3, None, "actor/grad_norm"),
-                         Problem("reward_collapse", c + 4, None, "critic/score/mean")]
+            problems += [
+                Problem("response_length_collapse", c + 1, None, "response_length/mean"),
+                Problem("grad_norm_spike", c + 3, None, "actor/grad_norm"),
+                Problem("reward_collapse", c + 4, None, "critic/score/mean"),
+            ]
         elif name == "verl-plateau":  # the score never improves on its first level (a rise then flat is convergence)
             score = np.full(n, 0.30)
             problems.append(Problem("reward_plateau", 1, None, "critic/score/mean"))
@@ -465,9 +579,14 @@ def _verl_specs(seed: int, scale: float) -> list[_Spec]:
         for i in range(n):
             step, L = i + 1, float(max(length[i] * np.exp(rng.normal(0, 0.025)), 3.0))
             clip_ratio = float(np.clip(_truncated_share(L, max_len) + rng.normal(0, 0.002) * (L > 40), 0, 1))
-            t = {"gen": 12 + 0.045 * L + rng.normal(0, 1.5), "old_log_prob": rng.normal(9, 0.6),
-                 "ref": rng.normal(8.5, 0.6), "reward": rng.normal(0.6, 0.05), "adv": 0.04,
-                 "update_actor": rng.normal(24, 1.5) + 0.01 * L}
+            t = {
+                "gen": 12 + 0.045 * L + rng.normal(0, 1.5),
+                "old_log_prob": rng.normal(9, 0.6),
+                "ref": rng.normal(8.5, 0.6),
+                "reward": rng.normal(0.6, 0.05),
+                "adv": 0.04,
+                "update_actor": rng.normal(24, 1.5) + 0.01 * L,
+            }
             if step % save_every == 0:
                 t["save_checkpoint"] = rng.normal(18, 2)
             if step % val_every == 0:
@@ -476,20 +595,29 @@ def _verl_specs(seed: int, scale: float) -> list[_Spec]:
             tokens = int(1024 * (220 + L))
             sc = float(score_n[i])
             row = {
-                "actor/entropy": float(entropy[i] * np.exp(rng.normal(0, 0.03))), "actor/grad_norm": float(grad[i]),
-                "actor/pg_loss": float(rng.normal(0, 0.008)), "actor/ppo_kl": float(abs(rng.normal(3e-4, 2e-4))),
+                "actor/entropy": float(entropy[i] * np.exp(rng.normal(0, 0.03))),
+                "actor/grad_norm": float(grad[i]),
+                "actor/pg_loss": float(rng.normal(0, 0.008)),
+                "actor/ppo_kl": float(abs(rng.normal(3e-4, 2e-4))),
                 "actor/pg_clipfrac": float(abs(rng.normal(0.004, 0.0015))),
-                "actor/kl_loss": float(kl_loss[i] * np.exp(rng.normal(0, 0.08))), "actor/lr": 1e-6,
-                "critic/score/mean": sc, "critic/score/max": 1.0 if sc > 0.01 else 0.0, "critic/score/min": 0.0,
-                "critic/rewards/mean": sc, "critic/rewards/max": 1.0 if sc > 0.01 else 0.0, "critic/rewards/min": 0.0,
+                "actor/kl_loss": float(kl_loss[i] * np.exp(rng.normal(0, 0.08))),
+                "actor/lr": 1e-6,
+                "critic/score/mean": sc,
+                "critic/score/max": 1.0 if sc > 0.01 else 0.0,
+                "critic/score/min": 0.0,
+                "critic/rewards/mean": sc,
+                "critic/rewards/max": 1.0 if sc > 0.01 else 0.0,
+                "critic/rewards/min": 0.0,
                 "critic/advantages/mean": float(rng.normal(0, 1e-3)),
                 "critic/advantages/max": float(rng.uniform(2.2, 2.6)),
                 "critic/advantages/min": float(-rng.uniform(2.2, 2.6)),
-                "response_length/mean": L, "response_length/max": float(min(max_len, L * rng.uniform(2.2, 3.5))),
+                "response_length/mean": L,
+                "response_length/max": float(min(max_len, L * rng.uniform(2.2, 3.5))),
                 "response_length/min": float(max(1, L * rng.uniform(0.1, 0.3))),
                 "response_length/clip_ratio": clip_ratio,
                 **{f"timing_s/{k}": float(v) for k, v in t.items()},
-                "perf/total_num_tokens": tokens, "perf/time_per_step": float(t["step"]),
+                "perf/total_num_tokens": tokens,
+                "perf/time_per_step": float(t["step"]),
                 "perf/throughput": tokens / (float(t["step"]) * 8),
                 "perf/max_memory_allocated_gb": float(rng.normal(38, 0.5)),
                 "perf/mfu/actor": float(rng.normal(0.31, 0.02)),
@@ -500,12 +628,21 @@ def _verl_specs(seed: int, scale: float) -> list[_Spec]:
                 row["perf/mfu/actor"] = float("nan")
                 row["debug/note"] = "resumed dataloader state from global_step_50"
             rows.append((step, row))
-        cfg = {"algorithm.adv_estimator": "grpo", "actor_rollout_ref.model.path": "Qwen/Qwen2.5-3B-Instruct",
-               "actor_rollout_ref.actor.optim.lr": 1e-6, "actor_rollout_ref.actor.use_kl_loss": True,
-               "actor_rollout_ref.actor.kl_loss_coef": 0.001, "actor_rollout_ref.actor.entropy_coeff": 0,
-               "actor_rollout_ref.rollout.n": 8, "data.train_batch_size": 128, "data.max_response_length": max_len,
-               "trainer.n_gpus_per_node": 8, "trainer.total_training_steps": n, "trainer.test_freq": val_every,
-               "trainer.save_freq": save_every}
+        cfg = {
+            "algorithm.adv_estimator": "grpo",
+            "actor_rollout_ref.model.path": "Qwen/Qwen2.5-3B-Instruct",
+            "actor_rollout_ref.actor.optim.lr": 1e-6,
+            "actor_rollout_ref.actor.use_kl_loss": True,
+            "actor_rollout_ref.actor.kl_loss_coef": 0.001,
+            "actor_rollout_ref.actor.entropy_coeff": 0,
+            "actor_rollout_ref.rollout.n": 8,
+            "data.train_batch_size": 128,
+            "data.max_response_length": max_len,
+            "trainer.n_gpus_per_node": 8,
+            "trainer.total_training_steps": n,
+            "trainer.test_freq": val_every,
+            "trainer.save_freq": save_every,
+        }
         run = DemoRun(name, "verl-grpo", _run_id(seed, name), "verl", problems)
         specs.append(_Spec(run, cfg, ["verl", "gsm8k"], "verl-gsm8k", rows))
     return specs
@@ -513,14 +650,25 @@ def _verl_specs(seed: int, scale: float) -> list[_Spec]:
 
 # --------------------------------------------------------------------------- writing
 
+
 def _write(spec: _Spec, out_dir: Path) -> None:
     """One wandb.init/finish per run; each row is ONE run.log call, so W&B writes one history row per call."""
     import wandb
 
     settings = wandb.Settings(silent=True, x_disable_stats=True, console="off")
-    run = wandb.init(mode="offline", dir=str(out_dir), id=spec.run.run_id, name=spec.run.name,
-                     project=spec.run.project, entity=ENTITY, config=spec.config, tags=spec.tags,
-                     group=spec.group, job_type="train", settings=settings)
+    run = wandb.init(
+        mode="offline",
+        dir=str(out_dir),
+        id=spec.run.run_id,
+        name=spec.run.name,
+        project=spec.run.project,
+        entity=ENTITY,
+        config=spec.config,
+        tags=spec.tags,
+        group=spec.group,
+        job_type="train",
+        settings=settings,
+    )
     try:
         if spec.define_trl_metrics:  # what transformers' WandbCallback declares
             run.define_metric("train/global_step")
@@ -536,8 +684,9 @@ def _write(spec: _Spec, out_dir: Path) -> None:
     run.finish(exit_code=0)
 
 
-def write_demo_runs(out_dir: str | Path, seed: int = 7, scale: float = 1.0,
-                    progress: Callable[[str], None] | None = None) -> list[DemoRun]:
+def write_demo_runs(
+    out_dir: str | Path, seed: int = 7, scale: float = 1.0, progress: Callable[[str], None] | None = None
+) -> list[DemoRun]:
     """Write all demo runs under ``out_dir/wandb/offline-run-*`` and their labels to ``out_dir/labels.json``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -549,8 +698,10 @@ def write_demo_runs(out_dir: str | Path, seed: int = 7, scale: float = 1.0,
     for spec in specs:
         _write(spec, out)
         if progress is not None:
-            progress(f"wrote {spec.run.project}/{spec.run.name} ({spec.run.run_id}): {len(spec.rows)} rows, "
-                     f"{len(spec.run.problems)} labelled problems")
+            progress(
+                f"wrote {spec.run.project}/{spec.run.name} ({spec.run.run_id}): {len(spec.rows)} rows, "
+                f"{len(spec.run.problems)} labelled problems"
+            )
     import wandb
 
     wandb.teardown()  # finish() can return before wandb-core has written the tail of the last run's file
@@ -563,8 +714,11 @@ if __name__ == "__main__":
     if len(sys.argv) < 2:
         sys.exit("usage: python -m pipeline.demo_runs OUT_DIR [SEED] [SCALE]")
     t0 = time.perf_counter()
-    result = write_demo_runs(sys.argv[1], seed=int(sys.argv[2]) if len(sys.argv) > 2 else 7,
-                             scale=float(sys.argv[3]) if len(sys.argv) > 3 else 1.0)
+    result = write_demo_runs(
+        sys.argv[1],
+        seed=int(sys.argv[2]) if len(sys.argv) > 2 else 7,
+        scale=float(sys.argv[3]) if len(sys.argv) > 3 else 1.0,
+    )
     for r in result:
         labels = ", ".join(f"{p.check}@{p.onset_step}" for p in r.problems) or "healthy"
         print(f"{r.style:9s} {r.project}/{r.name:22s} id={r.run_id}  {labels}")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from pipeline.settings import Settings
 
@@ -25,8 +25,13 @@ SOURCES: dict[str, Source] = {
     "wandb_cloud": Source("wandb cloud", "GRPOLENS_WANDB_PROJECTS", "wandb_projects", "pipeline.sources.wandb_cloud"),
     "trainer_log": Source("trainer logs", "GRPOLENS_TRAINER_LOGS", "trainer_logs", "pipeline.sources.trainer_logs"),
     "axiom": Source("axiom", "AXIOM_TOKEN", "axiom_datasets", "pipeline.sources.axiom", ("events", "ingest_issues")),
-    "event_files": Source("event files", "GRPOLENS_EVENT_FILES", "event_files", "pipeline.sources.event_files",
-                          ("events", "ingest_issues")),
+    "event_files": Source(
+        "event files",
+        "GRPOLENS_EVENT_FILES",
+        "event_files",
+        "pipeline.sources.event_files",
+        ("events", "ingest_issues"),
+    ),
 }
 
 
@@ -59,8 +64,9 @@ def ingest_source(settings: Settings, name: str, progress: Callable[[str], None]
     return report
 
 
-def ingest(settings: Settings, sources: tuple[str, ...] = tuple(SOURCES),
-           progress: Callable[[str], None] | None = None) -> dict[str, object]:
+def ingest(
+    settings: Settings, sources: tuple[str, ...] = tuple(SOURCES), progress: Callable[[str], None] | None = None
+) -> dict[str, object]:
     """Each source's report (None for a source that is not configured), in order."""
     return {name: ingest_source(settings, name, progress) for name in sources}
 
@@ -71,5 +77,10 @@ ROOT_PROBLEMS = ("missing_root", "bad_root")
 def misconfigured(reports: dict[str, object]) -> list[str]:
     """The configured paths a source could not search (missing, a symlink loop, unreadable): a configuration to
     fix, said after the other sources have run."""
-    return [issue.message for report in reports.values() if report is not None
-            for issue in getattr(report, "issues", []) if issue.kind in ROOT_PROBLEMS]
+    return [
+        issue.message
+        for report in reports.values()
+        if report is not None
+        for issue in getattr(report, "issues", [])
+        if issue.kind in ROOT_PROBLEMS
+    ]

@@ -11,14 +11,18 @@ refresh_job = dg.define_asset_job(
     "refresh",
     selection=dg.AssetSelection.all(),  # declared tables (W&B cloud's, checks/anomalies) are not materialized here
     description="Ingest what is new in every configured source, then build the warehouse, run its checks and "
-                "redraw the reports.",
+    "redraw the reports.",
 )
 
 
 # The resource is bound here rather than by Definitions: binding it there rebuilds wandb_cloud_sensor around the bound
 # job, which Dagster 1.12 does through a beta parameter, with a BetaWarning on every load of the code location.
-@dg.job(name="wandb_cloud_ingest", partitions_def=wandb_cloud_runs, resource_defs={"grpolens": grpolens_resource()},
-        description="Ingest one W&B cloud run (a partition, entity/project/run_id): its new history, config, "
-                    "summary and artifacts.")
+@dg.job(
+    name="wandb_cloud_ingest",
+    partitions_def=wandb_cloud_runs,
+    resource_defs={"grpolens": grpolens_resource()},
+    description="Ingest one W&B cloud run (a partition, entity/project/run_id): its new history, config, "
+    "summary and artifacts.",
+)
 def wandb_cloud_job():
     ingest_wandb_cloud_run()

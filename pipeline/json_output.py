@@ -69,8 +69,9 @@ def embed_json(text: Any) -> Any:
         return text
 
 
-def write_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], stream: TextIO,
-               json_columns: Sequence[bool] = ()) -> None:
+def write_rows(
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], stream: TextIO, json_columns: Sequence[bool] = ()
+) -> None:
     """An array of row objects, one row per line, written as the rows come (a large result is never held whole)."""
     embed = [i < len(json_columns) and json_columns[i] for i in range(len(columns))]
     stream.write("[")

@@ -11,10 +11,11 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -106,8 +107,9 @@ TABLES = {"history": HISTORY_SCHEMA, "runs": RUNS_SCHEMA, "ingest_issues": ISSUE
 # Measured on 2M history values: zstd/snappy with every column dictionary-encoded and with statistics took
 # 0.35 s to write; lz4, dictionaries only where values repeat and statistics only where queries filter: 0.2 s.
 PARQUET_OPTIONS = {
-    "history": dict(compression="lz4", use_dictionary=["run_key", "key", "value_type"],
-                    write_statistics=["run_key", "step"]),
+    "history": dict(
+        compression="lz4", use_dictionary=["run_key", "key", "value_type"], write_statistics=["run_key", "step"]
+    ),
 }
 DEFAULT_PARQUET_OPTIONS = dict(compression="zstd")
 SCHEMA_FILE = "_schema.parquet"  # zero rows; keeps every glob readable before the first ingest
@@ -196,11 +198,25 @@ def write_issues(lake_root: Path, source: str, ingest_id: int, issues: list, now
     from pipeline.secrets import redact_text
 
     noticed = int((time.time() if now is None else now) * 1_000_000)
-    return write_part(lake_root, "ingest_issues", source, ingest_id,
-                      [{"source": source, "path": redact_text(str(i.path)), "offset": i.offset,
-                        "bytes_skipped": i.bytes_skipped, "kind": i.kind, "message": redact_text(str(i.message)),
-                        "ingest_id": ingest_id, "noticed_at": noticed}
-                       for i in issues])
+    return write_part(
+        lake_root,
+        "ingest_issues",
+        source,
+        ingest_id,
+        [
+            {
+                "source": source,
+                "path": redact_text(str(i.path)),
+                "offset": i.offset,
+                "bytes_skipped": i.bytes_skipped,
+                "kind": i.kind,
+                "message": redact_text(str(i.message)),
+                "ingest_id": ingest_id,
+                "noticed_at": noticed,
+            }
+            for i in issues
+        ],
+    )
 
 
 @dataclass
@@ -211,7 +227,7 @@ class IngestState:
     data: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, lake_root: Path, source: str) -> "IngestState":
+    def load(cls, lake_root: Path, source: str) -> IngestState:
         """The source's cursors. A damaged cursor file (cut short, not JSON) is moved aside as
         ``<name>.corrupt-<time>``, said in one line on stderr, and the source reads its inputs again from the start,
         as it does when the file is missing. That is safe: staging keeps one row per (run_key, step, key), the newest
@@ -228,16 +244,23 @@ class IngestState:
                 problem = f"a JSON {type(data).__name__}, not an object"
             except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
                 problem = str(exc)
-        names = [p.name.split("-") for table in ("runs", "history", "events")
-                 for p in table_dir(lake_root, table, source).glob("part-*.parquet")]
+        names = [
+            p.name.split("-")
+            for table in ("runs", "history", "events")
+            for p in table_dir(lake_root, table, source).glob("part-*.parquet")
+        ]
         last = max((int(n[1]) for n in names if len(n) > 2 and n[1].isdigit()), default=0)
         if problem is not None:
             import sys
 
             aside = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")
             os.replace(path, aside)
-            print(f"{path} was damaged ({problem}): moved it aside to {aside.name}; {source} reads its inputs again "
-                  "from the start (the warehouse keeps each value once)", file=sys.stderr, flush=True)
+            print(
+                f"{path} was damaged ({problem}): moved it aside to {aside.name}; {source} reads its inputs again "
+                "from the start (the warehouse keeps each value once)",
+                file=sys.stderr,
+                flush=True,
+            )
         return cls(path, {"version": 1, "last_ingest_id": last})
 
     def next_ingest_id(self) -> int:
@@ -268,7 +291,9 @@ def ingest_lock(lake_root: Path, source: str) -> Iterator[list[str]]:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise IngestBusy(f"another ingest of {source} is running (lock {lock_path}); try again when it ends") from None
+            raise IngestBusy(
+                f"another ingest of {source} is running (lock {lock_path}); try again when it ends"
+            ) from None
         try:
             yield remove_leftovers(Path(lake_root), source)
         finally:
@@ -339,7 +364,9 @@ class HistoryBuffer:
         self._run_ids: dict[str, int] = {}
         self._rows: list[tuple[int, int, int, int, int]] = []  # run id, step, ts (us, -1 for none), offset, count
 
-    def add_row(self, run_key: str, step: int, ts_us: int | None, offset: int, keys: list[str], texts: list[str]) -> None:
+    def add_row(
+        self, run_key: str, step: int, ts_us: int | None, offset: int, keys: list[str], texts: list[str]
+    ) -> None:
         self.columns.add(keys, texts)
         self.add_parsed_row(run_key, step, ts_us, offset, len(keys))
 
@@ -375,9 +402,18 @@ class HistoryBuffer:
             per_row = [col.take(take) for col in per_row]
         n = len(columns["key"])
         batch = pa.record_batch(
-            [per_row[0], per_row[1], per_row[2], columns["key"], columns["value"], columns["value_int"],
-             columns["value_text"], columns["value_type"], pa.array(np.full(n, self.ingest_id, dtype=np.int64)),
-             per_row[3]],
+            [
+                per_row[0],
+                per_row[1],
+                per_row[2],
+                columns["key"],
+                columns["value"],
+                columns["value_int"],
+                columns["value_text"],
+                columns["value_type"],
+                pa.array(np.full(n, self.ingest_id, dtype=np.int64)),
+                per_row[3],
+            ],
             schema=HISTORY_SCHEMA,
         )
         self.writer.write(batch)

@@ -1,6 +1,5 @@
 """Dagster resources: where grpolens keeps its data and where to look for runs, from the environment."""
 
-
 import os
 import sys
 from pathlib import Path
@@ -23,8 +22,9 @@ class GrpolensResource(dg.ConfigurableResource):
     wandb_projects: str = ""  # comma-separated entity/project or project (the client reads WANDB_API_KEY itself)
 
     def settings(self) -> Settings:
-        return Settings.from_values(self.home, self.wandb_dirs, self.trainer_logs, self.axiom_datasets,
-                                    self.event_files, self.wandb_projects)
+        return Settings.from_values(
+            self.home, self.wandb_dirs, self.trainer_logs, self.axiom_datasets, self.event_files, self.wandb_projects
+        )
 
 
 def _env(name: str, default: str) -> str | dg.EnvVar:
@@ -34,17 +34,24 @@ def _env(name: str, default: str) -> str | dg.EnvVar:
 
 def grpolens_resource() -> GrpolensResource:
     datasets = (os.environ.get("GRPOLENS_AXIOM_DATASETS") or "diplomacy") if os.environ.get("AXIOM_TOKEN") else ""
-    return GrpolensResource(home=_env("GRPOLENS_HOME", "warehouse"), wandb_dirs=_env("GRPOLENS_WANDB_DIRS", ""),
-                            trainer_logs=_env("GRPOLENS_TRAINER_LOGS", ""), axiom_datasets=datasets,
-                            event_files=_env("GRPOLENS_EVENT_FILES", ""),
-                            wandb_projects=_env("GRPOLENS_WANDB_PROJECTS", ""))
+    return GrpolensResource(
+        home=_env("GRPOLENS_HOME", "warehouse"),
+        wandb_dirs=_env("GRPOLENS_WANDB_DIRS", ""),
+        trainer_logs=_env("GRPOLENS_TRAINER_LOGS", ""),
+        axiom_datasets=datasets,
+        event_files=_env("GRPOLENS_EVENT_FILES", ""),
+        wandb_projects=_env("GRPOLENS_WANDB_PROJECTS", ""),
+    )
 
 
 def dbt_resource() -> DbtCliResource:
     # The dbt installed beside this interpreter, so the UI works without the venv on PATH.
     beside = Path(sys.executable).with_name("dbt")
-    return DbtCliResource(project_dir=dbt_project, profiles_dir=str(dbt_project.project_dir),
-                          dbt_executable=str(beside) if beside.exists() else "dbt")
+    return DbtCliResource(
+        project_dir=dbt_project,
+        profiles_dir=str(dbt_project.project_dir),
+        dbt_executable=str(beside) if beside.exists() else "dbt",
+    )
 
 
 # Written once into a new DAGSTER_HOME: without a dagster.yaml Dagster warns on every start. Telemetry is off and so

@@ -18,8 +18,9 @@ def resolve(settings: Settings, run: str) -> str:
 
     con = warehouse.connect_readonly(settings)
     try:
-        found = con.execute("select run_key, name from runs where run_key = $r or run_id = $r or name = $r",
-                            {"r": run}).fetchall()
+        found = con.execute(
+            "select run_key, name from runs where run_key = $r or run_id = $r or name = $r", {"r": run}
+        ).fetchall()
         known = [] if found else con.execute("select run_key, run_id, name from runs").fetchall()
     finally:
         con.close()
@@ -29,8 +30,7 @@ def resolve(settings: Settings, run: str) -> str:
         hint = f"; did you mean {' or '.join(close)}?" if close else " (give a run_key, run id or name)"
         raise RunNotFound(f"no run {run!r} in the warehouse{hint}")
     if len(found) > 1:
-        raise RunNotFound(f"{run!r} names {len(found)} runs; use one of: " +
-                          ", ".join(f"{k} ({n})" for k, n in found))
+        raise RunNotFound(f"{run!r} names {len(found)} runs; use one of: " + ", ".join(f"{k} ({n})" for k, n in found))
     return found[0][0]
 
 
@@ -39,8 +39,9 @@ def labels(con) -> dict[str, str]:
     when it has no name."""
     runs = con.sql("select run_key, name, run_id from runs").fetchall()
     taken = [name for _, name, _ in runs if name]
-    return {key: (f"{name} [{run_id}]" if taken.count(name) > 1 else name) if name else key
-            for key, name, run_id in runs}
+    return {
+        key: (f"{name} [{run_id}]" if taken.count(name) > 1 else name) if name else key for key, name, run_id in runs
+    }
 
 
 def verdict_line(settings: Settings, run_key: str, outcomes, rows: list[dict], colour: bool = False) -> str:
@@ -53,12 +54,19 @@ def verdict_line(settings: Settings, run_key: str, outcomes, rows: list[dict], c
     con = warehouse.connect_readonly(settings)
     try:
         name = con.execute("select name from runs where run_key = $k", {"k": run_key}).fetchone()[0]
-        steps = [s for (s,) in con.execute("select distinct step from metrics where run_key = $k", {"k": run_key}).fetchall()]
-        lacking = {rule for rule, run, _ in checks_mod.not_applicable(con, [o.check for o in outcomes]) if run == run_key}
+        steps = [
+            s for (s,) in con.execute("select distinct step from metrics where run_key = $k", {"k": run_key}).fetchall()
+        ]
+        lacking = {
+            rule for rule, run, _ in checks_mod.not_applicable(con, [o.check for o in outcomes]) if run == run_key
+        }
     finally:
         con.close()
-    findings = [{"check": r["check_name"], "severity": r["severity"], "step": r["step"], "step_end": r["step_end"]}
-                for r in rows if r["run_key"] == run_key]
+    findings = [
+        {"check": r["check_name"], "severity": r["severity"], "step": r["step"], "step_end": r["step_end"]}
+        for r in rows
+        if r["run_key"] == run_key
+    ]
     told = story.tell(findings, {o.check.name: o.check for o in outcomes}, steps)
     root = f"; root cause {told.root['check']} from step {told.root['step']}" if told.root else ""
     applied = f"{len(outcomes) - len(lacking)} of {len(outcomes)} rules applied"

@@ -60,17 +60,21 @@ _SEP = r"[_\- ]"
 # Credential words that end a credential name whatever precedes them.
 _STRONG = r"(?:password|passwd|passphrase|secret|credential|authorization|cookie)s?"
 # Words that make a following key/token a credential; any prefix may come before the long ones.
-_QUALIFIERS = ("api|auth|access|refresh|secret|private|client|bearer|session|signing|encryption|master|license"
-               "|account|deploy|registry|consumer|oauth|jwt|csrf|xsrf|wandb|openai|anthropic|claude|huggingface"
-               "|github|gitlab|axiom|slack|discord|telegram|azure|google|gemini|cohere|mistral|groq|replicate"
-               "|pinecone|deepseek|openrouter|fireworks|comet|neptune|mlflow|stripe|sentry|datadog|docker|pypi")
+_QUALIFIERS = (
+    "api|auth|access|refresh|secret|private|client|bearer|session|signing|encryption|master|license"
+    "|account|deploy|registry|consumer|oauth|jwt|csrf|xsrf|wandb|openai|anthropic|claude|huggingface"
+    "|github|gitlab|axiom|slack|discord|telegram|azure|google|gemini|cohere|mistral|groq|replicate"
+    "|pinecone|deepseek|openrouter|fireworks|comet|neptune|mlflow|stripe|sentry|datadog|docker|pypi"
+)
 # Short ones only as a word of their own (after a separator or at the start): ``hf_token``, not ``...chf_token``.
 _SHORT_QUALIFIERS = "hf|gh|hub|bot|npm|aws|gcp|ssh|gpg|pgp|dd|xai"
 _FORMAT = _SEP + r"?(?:pem|der|b64|base64|header|hdr|value|val|str|string|text|raw|hex|json|bytes|encoded)"
-_CORE = (rf"(?:[^./]*{_STRONG}"
-         rf"|[^./]*(?:{_QUALIFIERS}){_SEP}?(?:token|keys?)"
-         rf"|(?:[^./]*{_SEP})?(?:{_SHORT_QUALIFIERS}){_SEP}?(?:token|keys?)"
-         rf"|(?:[^./]*{_SEP})?o?auth{_FORMAT})")
+_CORE = (
+    rf"(?:[^./]*{_STRONG}"
+    rf"|[^./]*(?:{_QUALIFIERS}){_SEP}?(?:token|keys?)"
+    rf"|(?:[^./]*{_SEP})?(?:{_SHORT_QUALIFIERS}){_SEP}?(?:token|keys?)"
+    rf"|(?:[^./]*{_SEP})?o?auth{_FORMAT})"
+)
 _LAST_ONLY = rf"(?:token|(?:[^./]*{_SEP})?(?:o?auth|dsn))"
 _ANY_COMPONENT = rf"(?i)(?:^|[./]){_CORE}(?:{_FORMAT})?(?:$|[./])"
 NAME_PATTERN = rf"{_ANY_COMPONENT}|(?:^|[./]){_LAST_ONLY}$"
@@ -103,38 +107,44 @@ def is_secret_name(name: Any) -> bool:
 _B = r"(?<![A-Za-z0-9_\-])"  # a token starts here
 _E = r"(?![A-Za-z0-9_\-])"  # and ends here
 # Known credential formats, whole; each is replaced by REDACTED.
-_FORMATS = "|".join([
-    r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:.*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|.*)",
-    _B + r"sk-(?=[A-Za-z0-9_\-]*[0-9])(?=[A-Za-z0-9_\-]*[A-Z])[A-Za-z0-9_\-]{20,}",  # OpenAI, Anthropic sk-ant-
-    _B + r"[rs]k_(?:live|test)_[A-Za-z0-9]{16,}",  # Stripe
-    _B + r"hf_[A-Za-z0-9]{30,}" + _E,  # Hugging Face
-    _B + r"gh[pousr]_[A-Za-z0-9]{36,}" + _E,  # GitHub
-    _B + r"github_pat_[A-Za-z0-9_]{22,}",
-    _B + r"glpat-[A-Za-z0-9_\-]{20,}",  # GitLab
-    r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])",  # AWS access key id
-    _B + r"xa[ap]t-[A-Za-z0-9\-]{20,}",  # Axiom API / personal tokens
-    _B + r"xox[abposre]-[A-Za-z0-9\-]{10,}",  # Slack
-    _B + r"AIza[0-9A-Za-z_\-]{35}",  # Google API key
-    _B + r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*",  # JWT (header and payload are {"...)
-    _B + r"wandb_v1_[A-Za-z0-9_]{30,}",  # W&B keys since 2025 (86 characters)
-    _B + r"local-[0-9a-f]{40}" + _E,  # W&B server (on-prem) keys
-])
+_FORMATS = "|".join(
+    [
+        r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:.*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|.*)",
+        _B + r"sk-(?=[A-Za-z0-9_\-]*[0-9])(?=[A-Za-z0-9_\-]*[A-Z])[A-Za-z0-9_\-]{20,}",  # OpenAI, Anthropic sk-ant-
+        _B + r"[rs]k_(?:live|test)_[A-Za-z0-9]{16,}",  # Stripe
+        _B + r"hf_[A-Za-z0-9]{30,}" + _E,  # Hugging Face
+        _B + r"gh[pousr]_[A-Za-z0-9]{36,}" + _E,  # GitHub
+        _B + r"github_pat_[A-Za-z0-9_]{22,}",
+        _B + r"glpat-[A-Za-z0-9_\-]{20,}",  # GitLab
+        r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])",  # AWS access key id
+        _B + r"xa[ap]t-[A-Za-z0-9\-]{20,}",  # Axiom API / personal tokens
+        _B + r"xox[abposre]-[A-Za-z0-9\-]{10,}",  # Slack
+        _B + r"AIza[0-9A-Za-z_\-]{35}",  # Google API key
+        _B + r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*",  # JWT (header and payload are {"...)
+        _B + r"wandb_v1_[A-Za-z0-9_]{30,}",  # W&B keys since 2025 (86 characters)
+        _B + r"local-[0-9a-f]{40}" + _E,  # W&B server (on-prem) keys
+    ]
+)
 # A scheme and its token: ``Bearer <token>`` (a long token with a digit: "the bearer of..." is prose).
 _SCHEME = r"(?i:bearer)\s+(?=[A-Za-z\-._~+/]*[0-9])[A-Za-z0-9\-._~+/]{16,}=*"
 # A password inside a URL: scheme://user:<password>@host
 _URL = r"(?P<url>[A-Za-z][A-Za-z0-9+.\-]{0,20}://[^/\s:@\"']{1,200}:)[^/\s@\"']{1,200}(?=@)"
 # A credential name, then ``=``/``:``/spaces, then its value: --api-key X, WANDB_API_KEY=X, "password": "X".
-_ASSIGN = (r"(?P<name>(?<![A-Za-z0-9_.\-])-{0,2}[A-Za-z0-9_.\-]{0,60}?"
-           r"(?i:key|token|secret|passw|passphrase|credential|auth|cookie|dsn)[A-Za-z0-9_\-]{0,20})"
-           r"(?P<sep>[\"']?[ \t]*[:=][ \t]*[\"']?|[ \t]+)"
-           r"(?P<val>(?i:(?:bearer|basic|token|digest)[ \t]+)?[^\s\"',;&<>)\]}]+)")
+_ASSIGN = (
+    r"(?P<name>(?<![A-Za-z0-9_.\-])-{0,2}[A-Za-z0-9_.\-]{0,60}?"
+    r"(?i:key|token|secret|passw|passphrase|credential|auth|cookie|dsn)[A-Za-z0-9_\-]{0,20})"
+    r"(?P<sep>[\"']?[ \t]*[:=][ \t]*[\"']?|[ \t]+)"
+    r"(?P<val>(?i:(?:bearer|basic|token|digest)[ \t]+)?[^\s\"',;&<>)\]}]+)"
+)
 _LOGIN = r"(?P<login>(?i:wandb[ \t]+login)(?:[ \t]+--?[A-Za-z][A-Za-z\-]*)*[ \t]+)[A-Za-z0-9_\-]{40,}"
 _VALUES = re.compile(f"(?P<fmt>{_FORMATS})|(?P<scheme>{_SCHEME})|{_URL}|{_LOGIN}", re.DOTALL)
 _ASSIGNED = re.compile(_ASSIGN)
 # Cheap first look, on the lowered text (a case-insensitive pattern is several times slower): a string with none
 # of these cannot hold a credential the rule knows.
-_HINT = re.compile(r"sk[-_]|rk_|hf_|gh[pousr]_|github_pat|glpat|akia|asia|xa[ap]t-|xox|aiza|eyj|wandb|local-"
-                   r"|-----begin|bearer|://|key|token|secret|passw|passphrase|credential|auth|cookie|dsn")
+_HINT = re.compile(
+    r"sk[-_]|rk_|hf_|gh[pousr]_|github_pat|glpat|akia|asia|xa[ap]t-|xox|aiza|eyj|wandb|local-"
+    r"|-----begin|bearer|://|key|token|secret|passw|passphrase|credential|auth|cookie|dsn"
+)
 _PLACEHOLDERS = {"null", "none", "true", "false", "nil", "undefined", REDACTED}
 _clean_cache: dict[str, bool] = {}  # short strings seen to hold nothing (event names, statuses, phases repeat)
 # For loops that run per value (event fields): ``name in PLAIN_NAMES`` / ``text in CLEAN_TEXT`` answer most
@@ -214,6 +224,7 @@ def redact_name(text: Any) -> Any:
 
 
 # ------------------------------------------------------------------------------------------------------- history
+
 
 def redact_history(columns: dict) -> dict:
     """The lake's typed history columns (``values.decode_columns``) with every value logged under a credential

@@ -4,7 +4,7 @@ and ingest W&B cloud runs that appeared or changed, one partition each."""
 import hashlib
 import importlib
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import dagster as dg
 
@@ -18,9 +18,13 @@ from pipeline.sources import wandb_cloud
 def files_sensor(name: str) -> dg.SensorDefinition:
     source = SOURCES[name]
 
-    @dg.sensor(name=f"{name}_files_sensor", job=refresh_job, minimum_interval_seconds=60,
-               default_status=dg.DefaultSensorStatus.STOPPED,
-               description=f"Requests a refresh when files under {source.variable} are new or have grown.")
+    @dg.sensor(
+        name=f"{name}_files_sensor",
+        job=refresh_job,
+        minimum_interval_seconds=60,
+        default_status=dg.DefaultSensorStatus.STOPPED,
+        description=f"Requests a refresh when files under {source.variable} are new or have grown.",
+    )
     def _sensor(context: dg.SensorEvaluationContext, grpolens: GrpolensResource):
         settings = grpolens.settings()
         roots = getattr(settings, source.setting)
@@ -32,29 +36,39 @@ def files_sensor(name: str) -> dg.SensorDefinition:
         signature = hashlib.sha256(
             "\n".join(f"{p}:{os.path.getsize(p)}" for p in pending if os.path.exists(p)).encode()
         ).hexdigest()[:16]
-        return dg.RunRequest(run_key=f"{name}-{signature}", tags={"grpolens/trigger": f"{name}_files",
-                                                                 "grpolens/files": str(len(pending))})
+        return dg.RunRequest(
+            run_key=f"{name}-{signature}",
+            tags={"grpolens/trigger": f"{name}_files", "grpolens/files": str(len(pending))},
+        )
 
     return _sensor
 
 
 # Every file-based source has one; Axiom is polled by the refresh schedule.
-FILE_SENSORS = {name: files_sensor(name) for name in SOURCES
-                if hasattr(importlib.import_module(SOURCES[name].module), "pending_files")}
+FILE_SENSORS = {
+    name: files_sensor(name)
+    for name in SOURCES
+    if hasattr(importlib.import_module(SOURCES[name].module), "pending_files")
+}
 
 
-@dg.sensor(name="wandb_cloud_sensor", job=wandb_cloud_job, minimum_interval_seconds=300,
-           default_status=dg.DefaultSensorStatus.STOPPED,
-           description="Adds a partition per new W&B cloud run and requests the runs updated since the last look.")
+@dg.sensor(
+    name="wandb_cloud_sensor",
+    job=wandb_cloud_job,
+    minimum_interval_seconds=300,
+    default_status=dg.DefaultSensorStatus.STOPPED,
+    description="Adds a partition per new W&B cloud run and requests the runs updated since the last look.",
+)
 def wandb_cloud_sensor(context: dg.SensorEvaluationContext, grpolens: GrpolensResource):
     settings = grpolens.settings()
     if not settings.wandb_projects:
         return dg.SkipReason("GRPOLENS_WANDB_PROJECTS is not set")
-    began = datetime.now(timezone.utc)
+    began = datetime.now(UTC)
     since = wandb_cloud.parse_time(context.cursor)
     try:
-        listed, changed = wandb_cloud.list_changed(settings.lake, settings.wandb_projects,
-                                                   since - wandb_cloud.OVERLAP if since else None)
+        listed, changed = wandb_cloud.list_changed(
+            settings.lake, settings.wandb_projects, since - wandb_cloud.OVERLAP if since else None
+        )
     except Exception as exc:  # the key or the server; the cursor stays, so the next look covers this one's span
         return dg.SkipReason(wandb_cloud.scrub_secret(f"listing failed: {type(exc).__name__}: {exc}"))
     known = set(context.instance.get_dynamic_partitions(wandb_cloud_runs.name))

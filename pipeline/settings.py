@@ -36,21 +36,36 @@ class Settings:
     wandb_projects: tuple[str, ...] = ()  # W&B cloud: entity/project or project
 
     @classmethod
-    def from_env(cls, home: str | os.PathLike | None = None) -> "Settings":
+    def from_env(cls, home: str | os.PathLike | None = None) -> Settings:
         datasets = os.environ.get("GRPOLENS_AXIOM_DATASETS") or "diplomacy"
-        return cls.from_values(home or os.environ.get("GRPOLENS_HOME"), os.environ.get("GRPOLENS_WANDB_DIRS"),
-                               os.environ.get("GRPOLENS_TRAINER_LOGS"),
-                               datasets if os.environ.get("AXIOM_TOKEN") else "", os.environ.get("GRPOLENS_EVENT_FILES"),
-                               os.environ.get("GRPOLENS_WANDB_PROJECTS"))
+        return cls.from_values(
+            home or os.environ.get("GRPOLENS_HOME"),
+            os.environ.get("GRPOLENS_WANDB_DIRS"),
+            os.environ.get("GRPOLENS_TRAINER_LOGS"),
+            datasets if os.environ.get("AXIOM_TOKEN") else "",
+            os.environ.get("GRPOLENS_EVENT_FILES"),
+            os.environ.get("GRPOLENS_WANDB_PROJECTS"),
+        )
 
     @classmethod
-    def from_values(cls, home: str | os.PathLike | None, wandb_dirs: str | None, trainer_logs: str | None = None,
-                    axiom_datasets: str | None = None, event_files: str | None = None,
-                    wandb_projects: str | None = None) -> "Settings":
+    def from_values(
+        cls,
+        home: str | os.PathLike | None,
+        wandb_dirs: str | None,
+        trainer_logs: str | None = None,
+        axiom_datasets: str | None = None,
+        event_files: str | None = None,
+        wandb_projects: str | None = None,
+    ) -> Settings:
         home_path = Path(home or "warehouse").expanduser().resolve()
-        return cls(home=home_path, wandb_dirs=tuple(_paths(wandb_dirs)), trainer_logs=tuple(_paths(trainer_logs)),
-                   axiom_datasets=_names(axiom_datasets), event_files=tuple(_paths(event_files)),
-                   wandb_projects=_names(wandb_projects))
+        return cls(
+            home=home_path,
+            wandb_dirs=tuple(_paths(wandb_dirs)),
+            trainer_logs=tuple(_paths(trainer_logs)),
+            axiom_datasets=_names(axiom_datasets),
+            event_files=tuple(_paths(event_files)),
+            wandb_projects=_names(wandb_projects),
+        )
 
     @property
     def lake(self) -> Path:
@@ -90,8 +105,9 @@ class Settings:
         except UnicodeDecodeError as exc:
             raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         if not isinstance(data, dict):
-            raise ConfigError(f"{path}: expected a mapping at the top level (keys such as `checks:`), "
-                              f"found a {type(data).__name__}")
+            raise ConfigError(
+                f"{path}: expected a mapping at the top level (keys such as `checks:`), found a {type(data).__name__}"
+            )
         return data
 
     @property
@@ -100,8 +116,10 @@ class Settings:
         refresh shares the machine. Past the limit DuckDB spills to grpolens.duckdb.tmp/ beside the database, in
         the home (sorts, joins and aggregates of a full build at 3·10⁷ values do). dbt gets the same values through
         profiles.yml."""
-        return {"memory_limit": os.environ.get("GRPOLENS_MEMORY_LIMIT") or DEFAULT_MEMORY_LIMIT,
-                "threads": os.environ.get("GRPOLENS_THREADS") or str(os.cpu_count() or 1)}
+        return {
+            "memory_limit": os.environ.get("GRPOLENS_MEMORY_LIMIT") or DEFAULT_MEMORY_LIMIT,
+            "threads": os.environ.get("GRPOLENS_THREADS") or str(os.cpu_count() or 1),
+        }
 
     def export(self) -> None:
         """dbt and child processes read GRPOLENS_HOME themselves: make it the absolute path we resolved."""

@@ -19,8 +19,7 @@ from typing import Any, TextIO
 from pipeline.report.markdown import fmt
 
 # Words grpolens prints that deserve a colour: severities and verdicts.
-STYLES = {"error": "1;31", "unhealthy": "1;31", "warn": "33", "watch": "33", "info": "36", "healthy": "32",
-          "bold": "1"}
+STYLES = {"error": "1;31", "unhealthy": "1;31", "warn": "33", "watch": "33", "info": "36", "healthy": "32", "bold": "1"}
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 ELLIPSIS = "…"
 MIN_WIDTH = 16  # a column is not cut narrower than this (or its natural width): columns are left out instead
@@ -65,7 +64,7 @@ def cut_middle(text: str, room: int) -> str:
     if room <= 1:
         return ELLIPSIS[:room]
     head = (room - 1) // 2
-    return text[:head] + ELLIPSIS + text[len(text) - (room - 1 - head):]
+    return text[:head] + ELLIPSIS + text[len(text) - (room - 1 - head) :]
 
 
 def cell(value: Any, digits: int = 4) -> str:
@@ -87,8 +86,14 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)
 
 
-def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], room: int | None, digits: int = 4,
-          colour: bool = False, gap: int = 2) -> tuple[list[str], list[str]]:
+def table(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    room: int | None,
+    digits: int = 4,
+    colour: bool = False,
+    gap: int = 2,
+) -> tuple[list[str], list[str]]:
     """Rows as aligned text lines fitting ``room`` columns (None: no limit), and the names of the columns left out
     because even cut down they did not fit. Text is cut in the middle; numbers are right-aligned; a cell holding
     several lines (an EXPLAIN plan) takes several lines."""
@@ -103,8 +108,10 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], room: int | Non
         return (" " * gap).join(out).rstrip()
 
     header = [cut_middle(columns[i], widths[i]) for i in shown]
-    lines = [paint(line(header, [numeric[i] for i in shown]), "bold", colour),
-             (" " * gap).join("─" * widths[i] for i in shown)]
+    lines = [
+        paint(line(header, [numeric[i] for i in shown]), "bold", colour),
+        (" " * gap).join("─" * widths[i] for i in shown),
+    ]
     for r in texts:
         height = max(len(r[i]) for i in shown) if shown else 1
         for k in range(height):
@@ -157,6 +164,11 @@ def check_table(rows: list[dict], labels: dict[str, str], room: int | None, colo
             where = f"{cut_middle(labels.get(row['run_key']) or row['run_key'], fits):<{fits}}  {steps}"
         lines.append(paint(lead[:5], row["severity"], colour) + lead[5:] + where)
         message = row["message"] or ""
-        lines += textwrap.wrap(message, max(26, room), initial_indent=" " * 6, subsequent_indent=" " * 6,
-                               break_on_hyphens=False) if room else [" " * 6 + message]
+        lines += (
+            textwrap.wrap(
+                message, max(26, room), initial_indent=" " * 6, subsequent_indent=" " * 6, break_on_hyphens=False
+            )
+            if room
+            else [" " * 6 + message]
+        )
     return lines

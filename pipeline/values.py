@@ -196,15 +196,27 @@ def decode_columns(taken: tuple) -> tuple[dict[str, pa.Array], np.ndarray | None
     columns and, when nested dicts expanded into several rows, the index of the input row each output row came from
     (None when output rows are the input rows).
     """
-    n, key_offsets, key_data, value_bytes, int_bytes, kind_bytes, float_offsets, float_data, other_bytes, other_texts = taken
+    (
+        n,
+        key_offsets,
+        key_data,
+        value_bytes,
+        int_bytes,
+        kind_bytes,
+        float_offsets,
+        float_data,
+        other_bytes,
+        other_texts,
+    ) = taken
     keys = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(key_offsets), pa.py_buffer(key_data)])
     kind = np.frombuffer(kind_bytes, dtype=np.uint8)
     value_np = np.frombuffer(value_bytes, dtype=np.float64)
     floats = kind == KIND_FLOAT
     n_floats = len(float_offsets) // 4 - 1
     if n_floats:
-        float_texts = pa.Array.from_buffers(pa.string(), n_floats,
-                                            [None, pa.py_buffer(float_offsets), pa.py_buffer(float_data)])
+        float_texts = pa.Array.from_buffers(
+            pa.string(), n_floats, [None, pa.py_buffer(float_offsets), pa.py_buffer(float_data)]
+        )
         value_np = value_np.copy()
         value_np[floats] = pc.cast(float_texts, pa.float64()).to_numpy()
     value = pa.array(value_np)
@@ -238,16 +250,21 @@ def decode_columns(taken: tuple) -> tuple[dict[str, pa.Array], np.ndarray | None
     mask = pa.array(mask)
     cols = list(zip(*replaced))
     columns["value_type"] = pa.repeat(pa.scalar("number"), n)  # plain while rows are replaced and added
-    for name, pos, typ in (("value", 0, pa.float64()), ("value_int", 1, pa.int64()), ("value_text", 2, pa.string()),
-                           ("value_type", 3, pa.string())):
+    for name, pos, typ in (
+        ("value", 0, pa.float64()),
+        ("value_int", 1, pa.int64()),
+        ("value_text", 2, pa.string()),
+        ("value_type", 3, pa.string()),
+    ):
         columns[name] = pc.replace_with_mask(columns[name], mask, pa.array(cols[pos], typ))
     source_rows = None
     if extra_rows or drop.any():
         keep = np.flatnonzero(~drop)
         extra = list(zip(*extra_rows)) if extra_rows else [[], [], [], [], []]
         for pos, name in enumerate(columns):
-            columns[name] = pa.concat_arrays([columns[name].take(pa.array(keep)),
-                                              pa.array(extra[pos], columns[name].type)])
+            columns[name] = pa.concat_arrays(
+                [columns[name].take(pa.array(keep)), pa.array(extra[pos], columns[name].type)]
+            )
         source_rows = np.concatenate([keep, np.array(extra_src, dtype=np.int64)])
     columns["value_type"] = pc.dictionary_encode(columns["value_type"])
     return columns, source_rows

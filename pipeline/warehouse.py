@@ -16,8 +16,9 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NoReturn
+from typing import NoReturn
 
 from pipeline.dbt_groups import GroupProgress
 from pipeline.settings import DBT_PROJECT_DIR, SQL_DIR, Settings
@@ -25,16 +26,21 @@ from pipeline.settings import DBT_PROJECT_DIR, SQL_DIR, Settings
 _LOCKED = re.compile(r"(could not set lock|conflicting lock)", re.I)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # What DuckDB says when the file is not a database, or a damaged one (cut short, overwritten, bad checksums).
-_DAMAGED = re.compile(r"not a valid DuckDB database|Could not read enough bytes|Corrupt database|checksum"
-                      r"|replaying WAL", re.I)
+_DAMAGED = re.compile(
+    r"not a valid DuckDB database|Could not read enough bytes|Corrupt database|checksum"
+    r"|replaying WAL",
+    re.I,
+)
 # Operating-system failures as DuckDB, dbt and Python word them inside a longer message.
-_OS_FAILURES = ((errno.ENOSPC, re.compile(r"No space left on device|\[Errno 28\]", re.I)),
-                (errno.EDQUOT, re.compile(r"Disk quota exceeded", re.I)),
-                (errno.EROFS, re.compile(r"Read-only file system", re.I)),
-                (errno.EACCES, re.compile(r"Permission denied", re.I)),
-                (errno.EPERM, re.compile(r"Operation not permitted", re.I)),
-                (errno.EFBIG, re.compile(r"File too large", re.I)),
-                (errno.EIO, re.compile(r"Input/output error", re.I)))
+_OS_FAILURES = (
+    (errno.ENOSPC, re.compile(r"No space left on device|\[Errno 28\]", re.I)),
+    (errno.EDQUOT, re.compile(r"Disk quota exceeded", re.I)),
+    (errno.EROFS, re.compile(r"Read-only file system", re.I)),
+    (errno.EACCES, re.compile(r"Permission denied", re.I)),
+    (errno.EPERM, re.compile(r"Operation not permitted", re.I)),
+    (errno.EFBIG, re.compile(r"File too large", re.I)),
+    (errno.EIO, re.compile(r"Input/output error", re.I)),
+)
 _QUOTED_PATH = re.compile(r'"(/[^"\n]+)"|\'(/[^\'\n]+)\'')
 
 
@@ -78,9 +84,11 @@ def damaged_message(settings: Settings, detail: str) -> str:
     path = settings.duckdb_path
     wal = path.with_name(path.name + ".wal")
     also = f" and its {wal.name}" if wal.exists() else ""
-    return (f"the warehouse {path} is not a DuckDB database or is damaged ({detail}); it holds nothing the lake does "
-            f"not: move it{also} aside (e.g. add .damaged to the name) and run `grpolens build` to rebuild it from the "
-            "lake")
+    return (
+        f"the warehouse {path} is not a DuckDB database or is damaged ({detail}); it holds nothing the lake does "
+        f"not: move it{also} aside (e.g. add .damaged to the name) and run `grpolens build` to rebuild it from the "
+        "lake"
+    )
 
 
 def _opening_error(settings: Settings, exc: Exception) -> Exception:
@@ -88,7 +96,8 @@ def _opening_error(settings: Settings, exc: Exception) -> Exception:
     if _DAMAGED.search(text):
         return WarehouseDamaged(damaged_message(settings, text))
     return os_error_in(text, settings.duckdb_path) or WarehouseUnreadable(
-        f"cannot open the warehouse {settings.duckdb_path}: {text}")
+        f"cannot open the warehouse {settings.duckdb_path}: {text}"
+    )
 
 
 def connect_readonly(settings: Settings, retries: int = 5, wait: float = 0.5):
@@ -102,8 +111,9 @@ def connect_query(settings: Settings, retries: int = 5, wait: float = 0.5):
     ATTACH, INSTALL) and any change of these settings; the lake stays readable for the warehouse's views and for
     read_parquet('<home>/lake/…'). Inside the lake DuckDB could still write (COPY, EXPORT, EXPLAIN ANALYZE COPY,
     profiling and logging output): ``refuse_writes`` turns those statements away before they run."""
-    con = _connect(settings, True, retries, wait, {"autoinstall_known_extensions": False,
-                                                     "autoload_known_extensions": False})
+    con = _connect(
+        settings, True, retries, wait, {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+    )
     try:
         # allowed_directories cannot be given at connect time; a bound list, so no path is pasted into SQL.
         con.execute("set allowed_directories = $dirs", {"dirs": [str(settings.lake) + os.sep]})
@@ -118,12 +128,28 @@ def connect_query(settings: Settings, retries: int = 5, wait: float = 0.5):
 # Statements a query may be: everything else (COPY, EXPORT, ATTACH, DETACH, INSTALL/LOAD, PREPARE/EXECUTE, CALL,
 # PRAGMA statements such as enable_profiling, …) is refused. The statements that change tables go on to DuckDB, which
 # refuses them itself on the read-only warehouse (and allows them on temporary objects, which live in memory).
-_QUERY_STATEMENTS = {"SELECT", "EXPLAIN", "SET", "VARIABLE_SET", "TRANSACTION", "RELATION",
-                     "CREATE", "INSERT", "UPDATE", "DELETE", "DROP", "ALTER", "MERGE_INTO"}
+_QUERY_STATEMENTS = {
+    "SELECT",
+    "EXPLAIN",
+    "SET",
+    "VARIABLE_SET",
+    "TRANSACTION",
+    "RELATION",
+    "CREATE",
+    "INSERT",
+    "UPDATE",
+    "DELETE",
+    "DROP",
+    "ALTER",
+    "MERGE_INTO",
+}
 # Table functions that write files (profiling and log output) or run SQL built from strings, which no check of the
 # text could see. Their names must appear in the text to be called: DuckDB has no other way to name a function.
-_WRITING_FUNCTIONS = re.compile(r"\b(enable_logging|enable_profiling|json_execute_serialized_sql|query_table)\b"
-                                r"|\bquery\b\"?\s*(\(|/\*|--)", re.I)
+_WRITING_FUNCTIONS = re.compile(
+    r"\b(enable_logging|enable_profiling|json_execute_serialized_sql|query_table)\b"
+    r"|\bquery\b\"?\s*(\(|/\*|--)",
+    re.I,
+)
 _EXPLAIN_ANALYZE = re.compile(r"^\s*explain\s+analy[sz]e\s+(?P<inner>.*)$", re.I | re.S)
 _READS_ONLY = "`grpolens sql` only reads (no file writes, no extensions, no other databases)"
 
@@ -142,13 +168,17 @@ def refuse_writes(query: str) -> None:
     for statement in statements:
         kind = statement.type.name
         if kind not in _QUERY_STATEMENTS:
-            label = {"LOAD": "INSTALL and LOAD", "COPY_DATABASE": "COPY FROM DATABASE"}.get(kind, kind.replace("_", " "))
+            label = {"LOAD": "INSTALL and LOAD", "COPY_DATABASE": "COPY FROM DATABASE"}.get(
+                kind, kind.replace("_", " ")
+            )
             raise QueryRefused(f"Permission Error: {label} statements are refused: {_READS_ONLY}")
         if kind == "EXPLAIN" and re.search(r"\banaly[sz]e\b", statement.query, re.I):  # runs the statement it explains
             inner = _EXPLAIN_ANALYZE.match(statement.query)
             if inner is None:
-                raise QueryRefused("Permission Error: this EXPLAIN ANALYZE is refused (write it as EXPLAIN ANALYZE "
-                                   f"SELECT …): {_READS_ONLY}")
+                raise QueryRefused(
+                    "Permission Error: this EXPLAIN ANALYZE is refused (write it as EXPLAIN ANALYZE "
+                    f"SELECT …): {_READS_ONLY}"
+                )
             refuse_writes(inner["inner"])
 
 
@@ -161,11 +191,14 @@ def _connect(settings: Settings, read_only: bool, retries: int, wait: float, con
     import duckdb
 
     if not settings.duckdb_path.exists():
-        raise FileNotFoundError(f"no warehouse at {settings.duckdb_path}: run `grpolens refresh` (or `grpolens build`) first")
+        raise FileNotFoundError(
+            f"no warehouse at {settings.duckdb_path}: run `grpolens refresh` (or `grpolens build`) first"
+        )
     for attempt in range(retries):
         try:
-            return duckdb.connect(str(settings.duckdb_path), read_only=read_only,
-                                  config={**settings.duckdb_config, **(config or {})})
+            return duckdb.connect(
+                str(settings.duckdb_path), read_only=read_only, config={**settings.duckdb_config, **(config or {})}
+            )
         except duckdb.Error as exc:
             if not _LOCKED.search(str(exc)):  # not a database, damaged, read-only disk, …: waiting will not help
                 raise _opening_error(settings, exc) from None
@@ -201,8 +234,19 @@ def run_dbt(settings: Settings, command: str, *extra: str, echo: Callable[[str],
     """
     settings.export()
     target = settings.home / "dbt_target"
-    args = [dbt_executable(), command, "--project-dir", str(DBT_PROJECT_DIR), "--profiles-dir", str(DBT_PROJECT_DIR),
-            "--target-path", str(target), "--log-path", str(settings.home / "logs"), *extra]
+    args = [
+        dbt_executable(),
+        command,
+        "--project-dir",
+        str(DBT_PROJECT_DIR),
+        "--profiles-dir",
+        str(DBT_PROJECT_DIR),
+        "--target-path",
+        str(target),
+        "--log-path",
+        str(settings.home / "logs"),
+        *extra,
+    ]
     results = target / "run_results.json"
     results.unlink(missing_ok=True)
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy())
@@ -225,8 +269,9 @@ def run_dbt(settings: Settings, command: str, *extra: str, echo: Callable[[str],
         raise WarehouseLocked(_lock_message(settings, RuntimeError(text)))
     if os_failure is not None:
         raise os_failure
-    raise BuildFailed(f"dbt {command} could not run (exit {code}): " + next(
-        (l for l in reversed(tail) if l.strip()), "no output"))
+    raise BuildFailed(
+        f"dbt {command} could not run (exit {code}): " + next((l for l in reversed(tail) if l.strip()), "no output")
+    )
 
 
 def build_fingerprint(settings: Settings) -> dict:
@@ -284,8 +329,14 @@ def dbt_build_args(plan) -> list[str]:
     return ["--full-refresh"] if plan.full else ["--exclude-resource-type", "unit_test"]
 
 
-def build(settings: Settings, select: str | None = None, progress: Callable[[str], None] | None = None,
-          verbose: bool = False, stamp: bool = True, full_refresh: bool = False) -> dict:
+def build(
+    settings: Settings,
+    select: str | None = None,
+    progress: Callable[[str], None] | None = None,
+    verbose: bool = False,
+    stamp: bool = True,
+    full_refresh: bool = False,
+) -> dict:
     """`dbt build` (seeds, models, data and unit tests); returns counts. Raises BuildFailed with dbt's failures."""
     import duckdb
 
@@ -371,13 +422,17 @@ def lake_damage_message(settings: Settings, damaged: dict[Path, str]) -> str:
     state = settings.lake / "_state"
     cursors = []
     for source in sorted({path.parent.name.removeprefix("source=") for path in damaged}):
-        cursors.append(f"{state / source}.json" + (f" and the folder {state / source}/" if (state / source).is_dir() else ""))
+        cursors.append(
+            f"{state / source}.json" + (f" and the folder {state / source}/" if (state / source).is_dir() else "")
+        )
     one = len(damaged) == 1
-    return (f"{'a lake part is' if one else f'{len(damaged)} lake parts are'} damaged and cannot be read: {items}. "
-            f"Rename {'it' if one else 'them'} out of the lake's reach (add .damaged to the name) and run `grpolens "
-            f"build` again; the rows {'it' if one else 'they'} held are then missing until they are read again: while "
-            f"the source's own files still exist, also move {' and '.join(cursors)} aside and run `grpolens ingest` "
-            "(what is read twice is kept once)")
+    return (
+        f"{'a lake part is' if one else f'{len(damaged)} lake parts are'} damaged and cannot be read: {items}. "
+        f"Rename {'it' if one else 'them'} out of the lake's reach (add .damaged to the name) and run `grpolens "
+        f"build` again; the rows {'it' if one else 'they'} held are then missing until they are read again: while "
+        f"the source's own files still exist, also move {' and '.join(cursors)} aside and run `grpolens ingest` "
+        "(what is read twice is kept once)"
+    )
 
 
 def query_error_message(settings: Settings, exc: Exception) -> str:
@@ -392,4 +447,7 @@ def query_error_message(settings: Settings, exc: Exception) -> str:
 
 
 def _describe(counts: dict) -> str:
-    return ", ".join(f"{value} {key}" for key, value in counts.items() if key != "seconds") + f" in {counts.get('seconds')}s"
+    return (
+        ", ".join(f"{value} {key}" for key, value in counts.items() if key != "seconds")
+        + f" in {counts.get('seconds')}s"
+    )

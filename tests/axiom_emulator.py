@@ -45,18 +45,27 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-_RFC3339 = re.compile(r"(\d{4})-(\d\d)-(\d\d)(?:[Tt ](\d\d):(\d\d)(?::(\d\d))?(?:[.,](\d+))?)?\s*(Z|z|[+-]\d\d(?::?\d\d)?)?$")
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d\d)-(\d\d)(?:[Tt ](\d\d):(\d\d)(?::(\d\d))?(?:[.,](\d+))?)?\s*(Z|z|[+-]\d\d(?::?\d\d)?)?$"
+)
 _SOURCE = re.compile(r"^\s*(?:\[\s*['\"]([^'\"]+)['\"]\s*\]|([A-Za-z0-9._-]+))\s*$")
 _CLAUSE = re.compile(r"^\s*_time\s*(>=|<=|==|>|<)\s*datetime\(\s*['\"]?([^'\")]+?)['\"]?\s*\)\s*$")
-_OPS = {">=": lambda t, v: t >= v, ">": lambda t, v: t > v, "<=": lambda t, v: t <= v, "<": lambda t, v: t < v,
-        "==": lambda t, v: t == v}
+_OPS = {
+    ">=": lambda t, v: t >= v,
+    ">": lambda t, v: t > v,
+    "<=": lambda t, v: t <= v,
+    "<": lambda t, v: t < v,
+    "==": lambda t, v: t == v,
+}
 
 
 def time_ns(value: Any) -> int:
     """RFC 3339 text or epoch number → nanoseconds (the emulator's own parser, independent of grpolens')."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         magnitude = abs(value)
-        scale = 1_000_000_000 if magnitude < 1e11 else 1_000_000 if magnitude < 1e14 else 1_000 if magnitude < 1e17 else 1
+        scale = (
+            1_000_000_000 if magnitude < 1e11 else 1_000_000 if magnitude < 1e14 else 1_000 if magnitude < 1e17 else 1
+        )
         return int(round(value * scale))
     m = _RFC3339.match(str(value).strip())
     if not m:
@@ -91,8 +100,19 @@ def _flatten(event: dict, prefix: str = "", out: dict | None = None) -> dict:
 def _type(values: list) -> str:
     kinds = []
     for v in values:
-        kind = ("boolean" if isinstance(v, bool) else "integer" if isinstance(v, int) else "float"
-                if isinstance(v, float) else "array" if isinstance(v, list) else "string" if v is not None else None)
+        kind = (
+            "boolean"
+            if isinstance(v, bool)
+            else "integer"
+            if isinstance(v, int)
+            else "float"
+            if isinstance(v, float)
+            else "array"
+            if isinstance(v, list)
+            else "string"
+            if v is not None
+            else None
+        )
         if kind and kind not in kinds:
             kinds.append(kind)
     return "|".join(kinds) or "string"
@@ -147,8 +167,15 @@ class Fault:
 
 
 class AxiomEmulator:
-    def __init__(self, token: str | None = None, org_id: str | None = None, row_ids: bool = True,
-                 shuffle_ties: bool = True, seed: int = 0, max_limit: int | None = None):
+    def __init__(
+        self,
+        token: str | None = None,
+        org_id: str | None = None,
+        row_ids: bool = True,
+        shuffle_ties: bool = True,
+        seed: int = 0,
+        max_limit: int | None = None,
+    ):
         self.token = token or f"xaat-{uuid.uuid4()}"
         self.org_id = org_id
         self.row_ids = row_ids
@@ -275,16 +302,29 @@ class AxiomEmulator:
         times = [e["_time"] for e in events]
         return {
             "format": "tabular",
-            "status": {"elapsedTime": elapsed_us, "blocksExamined": 1 + len(events) // 5000, "blocksCached": 0,
-                       "blocksMatched": 0, "rowsExamined": len(events), "rowsMatched": len(events), "numGroups": 0,
-                       "isPartial": False, "cacheStatus": 1,
-                       **({"minBlockTime": rfc3339(min(times)), "maxBlockTime": rfc3339(max(times))} if times else {})},
-            "tables": [{
-                "name": "0", "sources": [{"name": query.dataset}], "fields": fields,
-                "order": [{"field": "_time", "desc": query.descending}], "groups": [],
-                "range": {"field": "_time", "start": rfc3339(start or 0), "end": rfc3339(end or time.time_ns())},
-                "columns": columns,
-            }],
+            "status": {
+                "elapsedTime": elapsed_us,
+                "blocksExamined": 1 + len(events) // 5000,
+                "blocksCached": 0,
+                "blocksMatched": 0,
+                "rowsExamined": len(events),
+                "rowsMatched": len(events),
+                "numGroups": 0,
+                "isPartial": False,
+                "cacheStatus": 1,
+                **({"minBlockTime": rfc3339(min(times)), "maxBlockTime": rfc3339(max(times))} if times else {}),
+            },
+            "tables": [
+                {
+                    "name": "0",
+                    "sources": [{"name": query.dataset}],
+                    "fields": fields,
+                    "order": [{"field": "_time", "desc": query.descending}],
+                    "groups": [],
+                    "range": {"field": "_time", "start": rfc3339(start or 0), "end": rfc3339(end or time.time_ns())},
+                    "columns": columns,
+                }
+            ],
             "datasetNames": [query.dataset],
             "fieldsMetaMap": {query.dataset: []},
         }
@@ -346,14 +386,25 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _limit_headers(self) -> dict[str, str]:
         reset = int(time.time()) + 60
-        return {"X-RateLimit-Scope": "organization", "X-RateLimit-Limit": "600", "X-RateLimit-Remaining": "599",
-                "X-RateLimit-Reset": str(reset), "X-QueryLimit-Limit": "1000000000",
-                "X-QueryLimit-Remaining": "999000000", "X-QueryLimit-Reset": str(reset + 86400)}
+        return {
+            "X-RateLimit-Scope": "organization",
+            "X-RateLimit-Limit": "600",
+            "X-RateLimit-Remaining": "599",
+            "X-RateLimit-Reset": str(reset),
+            "X-QueryLimit-Limit": "1000000000",
+            "X-QueryLimit-Remaining": "999000000",
+            "X-QueryLimit-Reset": str(reset + 86400),
+        }
 
     def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
-        base = {"Content-Type": "application/json", "X-Axiom-Trace-Id": secrets.token_hex(16),
-                "Vary": "Accept-Encoding", **self._limit_headers(), **(headers or {})}
+        base = {
+            "Content-Type": "application/json",
+            "X-Axiom-Trace-Id": secrets.token_hex(16),
+            "Vary": "Accept-Encoding",
+            **self._limit_headers(),
+            **(headers or {}),
+        }
         for key, value in base.items():
             self.send_header(key, value)
         self.send_header("Content-Length", str(len(body)))
@@ -383,9 +434,13 @@ class _Handler(BaseHTTPRequestHandler):
         except (ValueError, KeyError, TypeError):
             record["status"] = 400
             return self._error(400, "invalid request body")
-        record.update(apl=apl, startTime=body.get("startTime"), endTime=body.get("endTime"),
-                      format=parse_qs(split.query).get("format", ["legacy"])[0],
-                      org_id=self.headers.get("X-Axiom-Org-Id"))
+        record.update(
+            apl=apl,
+            startTime=body.get("startTime"),
+            endTime=body.get("endTime"),
+            format=parse_qs(split.query).get("format", ["legacy"])[0],
+            org_id=self.headers.get("X-Axiom-Org-Id"),
+        )
         if self.headers.get("Authorization") != f"Bearer {em.token}":
             record["status"] = 401
             return self._error(401, "invalid token")
@@ -437,13 +492,18 @@ class _Handler(BaseHTTPRequestHandler):
             return True
         if kind in ("500", "502", "503"):
             record["status"] = int(kind)
-            self._error(int(kind), opts.get("message") or {"500": "internal server error", "502": "bad gateway",
-                                                            "503": "service unavailable"}[kind])
+            self._error(
+                int(kind),
+                opts.get("message")
+                or {"500": "internal server error", "502": "bad gateway", "503": "service unavailable"}[kind],
+            )
             return True
         if kind in ("401", "403", "404"):
             record["status"] = int(kind)
-            self._error(int(kind), opts.get("message") or {"401": "invalid token", "403": "forbidden",
-                                                            "404": "dataset not found"}[kind])
+            self._error(
+                int(kind),
+                opts.get("message") or {"401": "invalid token", "403": "forbidden", "404": "dataset not found"}[kind],
+            )
             return True
         if kind == "slow":
             time.sleep(float(opts.get("delay", 2.0)))

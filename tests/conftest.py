@@ -21,9 +21,22 @@ BIN = Path(sys.executable).parent
 
 # The developer's own data home, W&B folders and keys. `make test` exports the demo's folders (the Makefile's
 # defaults), which `make demo` has filled: no test may read them, module-scoped fixtures included.
-USER_ENV = ("GRPOLENS_HOME", "GRPOLENS_WANDB_DIRS", "GRPOLENS_TRAINER_LOGS", "GRPOLENS_CONFIG", "WANDB_ENTITY",
-            "WANDB_API_KEY", "WANDB_BASE_URL", "AXIOM_TOKEN", "AXIOM_ORG_ID", "AXIOM_URL", "GRPOLENS_AXIOM_DATASETS",
-            "GRPOLENS_EVENT_FILES", "GRPOLENS_WANDB_PROJECTS", "GRPOLENS_WANDB_CONCURRENCY")
+USER_ENV = (
+    "GRPOLENS_HOME",
+    "GRPOLENS_WANDB_DIRS",
+    "GRPOLENS_TRAINER_LOGS",
+    "GRPOLENS_CONFIG",
+    "WANDB_ENTITY",
+    "WANDB_API_KEY",
+    "WANDB_BASE_URL",
+    "AXIOM_TOKEN",
+    "AXIOM_ORG_ID",
+    "AXIOM_URL",
+    "GRPOLENS_AXIOM_DATASETS",
+    "GRPOLENS_EVENT_FILES",
+    "GRPOLENS_WANDB_PROJECTS",
+    "GRPOLENS_WANDB_CONCURRENCY",
+)
 
 
 def pytest_configure(config):
@@ -34,8 +47,12 @@ def pytest_configure(config):
         os.environ.pop(name, None)
     if hasattr(config, "workerinput"):  # an xdist worker: the controller parsed before starting it
         return
-    subprocess.run([str(BIN / "dbt"), "parse", "--quiet", "--profiles-dir", "."], cwd=DBT_PROJECT_DIR,
-                   env={**os.environ, "GRPOLENS_HOME": tempfile.mkdtemp(prefix="grpolens-parse-")}, check=True)
+    subprocess.run(
+        [str(BIN / "dbt"), "parse", "--quiet", "--profiles-dir", "."],
+        cwd=DBT_PROJECT_DIR,
+        env={**os.environ, "GRPOLENS_HOME": tempfile.mkdtemp(prefix="grpolens-parse-")},
+        check=True,
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -56,8 +73,9 @@ def home(tmp_path) -> Settings:
 
 def grpolens(*args: str, env: dict | None = None, check: bool = False) -> subprocess.CompletedProcess:
     """Run the installed `grpolens` command as a user would."""
-    proc = subprocess.run([str(BIN / "grpolens"), *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=600)
+    proc = subprocess.run(
+        [str(BIN / "grpolens"), *args], capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=600
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"grpolens {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc

@@ -50,10 +50,18 @@ NOISE_SD, NOISE_PHI = 0.03, 0.6
 PROMPTS_PER_STEP, PROMPT_TOKENS = 16, 130
 NOT_HYPERPARAMETERS = ("seed", "run_name", "output_dir")
 BASE_CONFIG = {  # TRL GRPOConfig-style settings every run shares
-    "model_name_or_path": "Qwen/Qwen2.5-0.5B-Instruct", "dataset_name": "openai/gsm8k", "learning_rate": 1e-5,
-    "num_generations": 8, "max_completion_length": 512, "per_device_train_batch_size": 8,
-    "gradient_accumulation_steps": 2, "temperature": 0.9, "loss_type": "dapo", "lr_scheduler_type": "linear",
-    "warmup_ratio": 0.05, "reward_funcs": ["accuracy_reward", "format_reward"],
+    "model_name_or_path": "Qwen/Qwen2.5-0.5B-Instruct",
+    "dataset_name": "openai/gsm8k",
+    "learning_rate": 1e-5,
+    "num_generations": 8,
+    "max_completion_length": 512,
+    "per_device_train_batch_size": 8,
+    "gradient_accumulation_steps": 2,
+    "temperature": 0.9,
+    "loss_type": "dapo",
+    "lr_scheduler_type": "linear",
+    "warmup_ratio": 0.05,
+    "reward_funcs": ["accuracy_reward", "format_reward"],
 }
 
 
@@ -77,6 +85,7 @@ class Sweep:
 
 # --------------------------------------------------------------------------- curves
 
+
 def tail_steps(steps: int) -> int:
     """How many of the last logged steps make 'the tail' (10%, at least one)."""
     return max(1, math.ceil(0.1 * steps))
@@ -96,7 +105,7 @@ def _rise(steps: int, planned: int) -> np.ndarray:
 
 def _level(final: float, steps: int, planned: int) -> float:
     """The asymptote that makes the noise-free tail mean equal ``final``."""
-    return R0 + (final - R0) / float(_rise(steps, planned)[-tail_steps(steps):].mean())
+    return R0 + (final - R0) / float(_rise(steps, planned)[-tail_steps(steps) :].mean())
 
 
 def clean_reward(run: SweepRun) -> np.ndarray:
@@ -108,7 +117,7 @@ def clean_reward(run: SweepRun) -> np.ndarray:
 
 def _tail_of(level: float, steps: int, planned: int) -> float:
     """The noise-free tail mean of a run heading to ``level`` that stops after ``steps`` of ``planned``."""
-    return round(float(R0 + (level - R0) * _rise(steps, planned)[-tail_steps(steps):].mean()), 4)
+    return round(float(R0 + (level - R0) * _rise(steps, planned)[-tail_steps(steps) :].mean()), 4)
 
 
 def _rng(seed: int, name: str) -> np.random.Generator:
@@ -162,6 +171,7 @@ def rows(run: SweepRun, seed: int = 0) -> list[tuple[dict, dict]]:
 
 # --------------------------------------------------------------------------- the sweeps
 
+
 def _run(group: str, i: int, steps: int, final: float, **config) -> SweepRun:
     name = f"{group}-{i}"
     cfg = {**BASE_CONFIG, **config, "seed": i, "run_name": name, "output_dir": f"/ckpt/{name}"}
@@ -174,8 +184,13 @@ def _order(runs) -> list[str]:
 
 
 def _truth(runs, **extra) -> dict:
-    return {"runs": len(runs), "order": _order(runs), "final_reward": {r.name: r.final_reward for r in runs},
-            "not_hyperparameters": list(NOT_HYPERPARAMETERS), **extra}
+    return {
+        "runs": len(runs),
+        "order": _order(runs),
+        "final_reward": {r.name: r.final_reward for r in runs},
+        "not_hyperparameters": list(NOT_HYPERPARAMETERS),
+        **extra,
+    }
 
 
 def sweep_specs(seed: int = 0) -> dict[str, Sweep]:
@@ -193,20 +208,44 @@ def sweep_specs(seed: int = 0) -> dict[str, Sweep]:
     finals = (0.20, 0.36, 0.54, 0.76, 0.64, 0.44)
     ranks = (16, 8, 32, 16, 8, 32)
     betas = (0.04, 0.01, 0.01, 0.04, 0.02, 0.02)
-    runs = tuple(_run(g, i, 120, f, learning_rate=lr, lora_rank=r, kl_beta=b, kl_target=round(10 * b, 4))
-                 for i, (lr, f, r, b) in enumerate(zip(lrs, finals, ranks, betas)))
-    sweeps[g] = Sweep(g, runs, _truth(
-        runs, best=f"{g}-3", best_lr=3e-5, varying=["kl_beta", "kl_target", "learning_rate", "lora_rank"],
-        inverted_u="learning_rate", peak=3e-5, peak_fit=3.4e-5, peak_range=(1e-5, 1e-4),
-        no_effect=["lora_rank"], confounded=[("kl_beta", "kl_target")]))
+    runs = tuple(
+        _run(g, i, 120, f, learning_rate=lr, lora_rank=r, kl_beta=b, kl_target=round(10 * b, 4))
+        for i, (lr, f, r, b) in enumerate(zip(lrs, finals, ranks, betas))
+    )
+    sweeps[g] = Sweep(
+        g,
+        runs,
+        _truth(
+            runs,
+            best=f"{g}-3",
+            best_lr=3e-5,
+            varying=["kl_beta", "kl_target", "learning_rate", "lora_rank"],
+            inverted_u="learning_rate",
+            peak=3e-5,
+            peak_fit=3.4e-5,
+            peak_range=(1e-5, 1e-4),
+            no_effect=["lora_rank"],
+            confounded=[("kl_beta", "kl_target")],
+        ),
+    )
 
     # 2. tiny: the reward still rises at the highest lr tried: the advice is to try beyond it.
     g = "tiny"
-    runs = tuple(_run(g, i, 80, f, learning_rate=lr) for i, (lr, f) in enumerate(zip((1e-6, 1e-5, 1e-4),
-                                                                                         (0.3, 0.5, 0.7))))
-    sweeps[g] = Sweep(g, runs, _truth(runs, best=f"{g}-2", best_lr=1e-4, varying=["learning_rate"],
-                                      monotone={"learning_rate": "increasing"},
-                                      explore_beyond={"learning_rate": "higher"}))
+    runs = tuple(
+        _run(g, i, 80, f, learning_rate=lr) for i, (lr, f) in enumerate(zip((1e-6, 1e-5, 1e-4), (0.3, 0.5, 0.7)))
+    )
+    sweeps[g] = Sweep(
+        g,
+        runs,
+        _truth(
+            runs,
+            best=f"{g}-2",
+            best_lr=1e-4,
+            varying=["learning_rate"],
+            monotone={"learning_rate": "increasing"},
+            explore_beyond={"learning_rate": "higher"},
+        ),
+    )
 
     # 3. ragged: lengths differ, so each run must be ranked on its own tail; the reward grows with num_generations
     # (and a little with length within a level). ragged-5 (num_generations 32) heads for 0.80 but crashes at step 25
@@ -217,10 +256,21 @@ def sweep_specs(seed: int = 0) -> dict[str, Sweep]:
     crashed = _run(g, 5, 25, 0.0, num_generations=32)
     runs.append(replace(crashed, crashed=True, planned_steps=200, final_reward=_tail_of(0.80, 25, 200)))
     runs = tuple(runs)
-    sweeps[g] = Sweep(g, runs, _truth(
-        runs, best=f"{g}-4", best_num_generations=16, varying=["num_generations"],
-        monotone={"num_generations": "increasing"}, crashed=[f"{g}-5"], crashed_state="failed",
-        crashed_exit_code=1, steps={r.name: r.steps for r in runs}))
+    sweeps[g] = Sweep(
+        g,
+        runs,
+        _truth(
+            runs,
+            best=f"{g}-4",
+            best_num_generations=16,
+            varying=["num_generations"],
+            monotone={"num_generations": "increasing"},
+            crashed=[f"{g}-5"],
+            crashed_state="failed",
+            crashed_exit_code=1,
+            steps={r.name: r.steps for r in runs},
+        ),
+    )
 
     # 4. flat: only the seed (and the per-run names) differ.
     g = "flat"
@@ -234,14 +284,27 @@ def sweep_specs(seed: int = 0) -> dict[str, Sweep]:
 
     # 6. no-shared-metric: one run logs only train/reward, the other only custom/score (no alias).
     g = "no-shared-metric"
-    runs = (replace(_run(g, 0, 60, 0.5, learning_rate=1e-5), keys=("train/reward",)),
-            replace(_run(g, 1, 60, 0.6, learning_rate=3e-5), keys=("custom/score",)))
-    sweeps[g] = Sweep(g, runs, _truth(runs, best=None, varying=["learning_rate"], no_shared_metric=True, order=[],
-                                      metrics={f"{g}-0": "reward_mean", f"{g}-1": "custom/score"}))
+    runs = (
+        replace(_run(g, 0, 60, 0.5, learning_rate=1e-5), keys=("train/reward",)),
+        replace(_run(g, 1, 60, 0.6, learning_rate=3e-5), keys=("custom/score",)),
+    )
+    sweeps[g] = Sweep(
+        g,
+        runs,
+        _truth(
+            runs,
+            best=None,
+            varying=["learning_rate"],
+            no_shared_metric=True,
+            order=[],
+            metrics={f"{g}-0": "reward_mean", f"{g}-1": "custom/score"},
+        ),
+    )
     return sweeps
 
 
 # --------------------------------------------------------------------------- writing
+
 
 def write_sweep(sweep: Sweep, out_dir: Path, seed: int = 0) -> list[Path]:
     """Write the sweep's runs under ``out_dir/wandb/offline-run-*``; returns their folders (in run order)."""
@@ -250,9 +313,21 @@ def write_sweep(sweep: Sweep, out_dir: Path, seed: int = 0) -> list[Path]:
     clashes = [r.name for r in sweep.runs if any(out.glob(f"wandb/offline-run-*-{run_id(seed, r.name)}"))]
     if clashes:  # W&B would write a second folder with the same id: an ingest would see those runs twice
         raise FileExistsError(f"{out} already holds sweep runs {clashes}; use an empty folder or another seed")
-    return [write_run(out, rows(r, seed), run_id=run_id(seed, r.name), name=r.name, project=PROJECT, entity=None,
-                      config=r.config, tags=[sweep.group], group=sweep.group, exit_code=1 if r.crashed else 0)
-            for r in sweep.runs]
+    return [
+        write_run(
+            out,
+            rows(r, seed),
+            run_id=run_id(seed, r.name),
+            name=r.name,
+            project=PROJECT,
+            entity=None,
+            config=r.config,
+            tags=[sweep.group],
+            group=sweep.group,
+            exit_code=1 if r.crashed else 0,
+        )
+        for r in sweep.runs
+    ]
 
 
 def write_all(out_dir: Path, seed: int = 0) -> dict[str, list[Path]]:

@@ -28,8 +28,10 @@ def write_log(folder: Path, steps: int = STEPS) -> Path:
     """A trainer's JSONL metric log, run `exp1`: `steps` lines of len(KEYS) values each."""
     run = folder / "exp1"
     run.mkdir(parents=True, exist_ok=True)
-    lines = (json.dumps({"step": s, "loss": 1 / (s + 1), "kl": 0.01 * s, "reward": s / steps, "entropy": 1 / (s + 2)})
-             for s in range(steps))
+    lines = (
+        json.dumps({"step": s, "loss": 1 / (s + 1), "kl": 0.01 * s, "reward": s / steps, "entropy": 1 / (s + 2)})
+        for s in range(steps)
+    )
     (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     return folder
 
@@ -56,15 +58,24 @@ def lake_values(home: Path) -> tuple[int, int]:
     pattern = str(home / "lake" / "history" / "source=trainer_log" / "*.parquet").replace("'", "''")
     con = duckdb.connect()
     try:
-        return con.execute(f"select count(*), count(distinct (run_key, step, key)) from read_parquet('{pattern}')").fetchone()
+        return con.execute(
+            f"select count(*), count(distinct (run_key, step, key)) from read_parquet('{pattern}')"
+        ).fetchone()
     finally:
         con.close()
 
 
 def warehouse_values(home: Path) -> tuple[int, int, int]:
     """(history rows, distinct (run_key, step, key), runs) as the built warehouse has them."""
-    out = grpolens("sql", "select (select count(*) from history), (select count(distinct (run_key, step, key)) "
-                   "from history), (select count(*) from runs)", "--format", "csv", env=env_for(home), check=True)
+    out = grpolens(
+        "sql",
+        "select (select count(*) from history), (select count(distinct (run_key, step, key)) "
+        "from history), (select count(*) from runs)",
+        "--format",
+        "csv",
+        env=env_for(home),
+        check=True,
+    )
     return tuple(int(v) for v in out.stdout.splitlines()[1].split(","))
 
 
@@ -169,7 +180,9 @@ def test_home_that_is_a_file_is_one_line(tmp_path):
     home.write_text("not a folder\n")
     for command in (["ingest"], ["build"], ["check"], ["refresh"], ["sql", "select 1"]):
         line = failure_line(grpolens(*command, env=env_for(home, write_log(tmp_path / "logs"))), command[0])
-        assert line.endswith(f"the data home {home} is a file, not a folder: point GRPOLENS_HOME (or --home) at a folder")
+        assert line.endswith(
+            f"the data home {home} is a file, not a folder: point GRPOLENS_HOME (or --home) at a folder"
+        )
     below = home / "sub"  # a home whose parent is a file: mkdir fails with ENOTDIR
     line = failure_line(grpolens("ingest", env=env_for(below, tmp_path / "logs")), "ingest")
     assert f"cannot use {below}" in line and f"{home} is a file, not a folder" in line
@@ -196,8 +209,9 @@ def test_home_with_a_quote_builds_checks_and_queries(quoted_home):
     assert warehouse_values(home) == (STEPS * len(KEYS), STEPS * len(KEYS), 1)
     # the lake stays readable to `grpolens sql` (its allowed folder has the quote too)
     lake = str(home / "lake" / "history" / "*" / "*.parquet").replace("'", "''")
-    out = grpolens("sql", f"select count(*) as n from read_parquet('{lake}')", "--format", "csv", env=env_for(home),
-                   check=True)
+    out = grpolens(
+        "sql", f"select count(*) as n from read_parquet('{lake}')", "--format", "csv", env=env_for(home), check=True
+    )
     assert out.stdout.split() == ["n", str(STEPS * len(KEYS))]
 
 
@@ -267,13 +281,19 @@ def test_damaged_cursor_file_is_moved_aside_and_the_source_read_again_once(tmp_p
     assert "damaged" not in quiet.stderr and "0 values" in quiet.stderr  # the new cursor holds
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("checks:\n  kl_spike: {min_kl: 0.3\n", "not valid YAML at line 3, column 1: expected ',' or '}'"),
-    ("checks:\n  kl_spike: min_kl: 3\n", "not valid YAML at line 2, column 19: mapping values are not allowed here"),
-    ("- checks\n- kl_spike\n", "expected a mapping at the top level (keys such as `checks:`), found a list"),
-    ("checks:\n  no_such_check: {x: 1}\n", "`checks` names unknown checks: no_such_check"),
-    ("checks:\n  kl_spike: 3\n", "`checks: kl_spike:` must map parameter names to values"),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("checks:\n  kl_spike: {min_kl: 0.3\n", "not valid YAML at line 3, column 1: expected ',' or '}'"),
+        (
+            "checks:\n  kl_spike: min_kl: 3\n",
+            "not valid YAML at line 2, column 19: mapping values are not allowed here",
+        ),
+        ("- checks\n- kl_spike\n", "expected a mapping at the top level (keys such as `checks:`), found a list"),
+        ("checks:\n  no_such_check: {x: 1}\n", "`checks` names unknown checks: no_such_check"),
+        ("checks:\n  kl_spike: 3\n", "`checks: kl_spike:` must map parameter names to values"),
+    ],
+)
 def test_broken_config_is_one_line_naming_the_file(tmp_path, text, expected):
     config = tmp_path / "grpolens.yaml"
     config.write_text(text)

@@ -166,12 +166,15 @@ def test_deep_trainer_state_file_is_skipped_whole_and_the_rest_lands(tmp_path):
 def test_hostile_console_lines_are_skipped(tmp_path):
     verl = tmp_path / "verl" / "output.log"
     verl.parent.mkdir()
-    verl.write_text("step:1 - loss:1.0\nstep:99999999999999999999 - loss:9\n"
-                    f"step:2 - loss:{'7' * 4050}\nstep:3 - loss:3.0\n")  # 4050 digits: no int, a line W&B did not cut
+    verl.write_text(
+        f"step:1 - loss:1.0\nstep:99999999999999999999 - loss:9\nstep:2 - loss:{'7' * 4050}\nstep:3 - loss:3.0\n"
+    )  # 4050 digits: no int, a line W&B did not cut
     trl = tmp_path / "trl" / "train.log"
     trl.parent.mkdir()
-    trl.write_text("{'loss': 1.0, 'step': 1}\n{'loss': 9.0, 'note': '\\ud800', 'step': 2}\n"
-                   "{'loss': 9.0, 'x': %s, 'step': 4}\n{'loss': 3.0, 'step': 3}\n" % ("[" * 5000 + "]" * 5000))
+    trl.write_text(
+        "{'loss': 1.0, 'step': 1}\n{'loss': 9.0, 'note': '\\ud800', 'step': 2}\n"
+        "{'loss': 9.0, 'x': %s, 'step': 4}\n{'loss': 3.0, 'step': 3}\n" % ("[" * 5000 + "]" * 5000)
+    )
     report = trainer_logs.ingest(tmp_path / "lake", [tmp_path])
     by_run = {}
     for row in read(tmp_path / "lake", "history", "key = 'loss'"):
@@ -211,6 +214,7 @@ def test_hostile_wandb_records_are_skipped_and_the_run_lands(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ 2. special files
+
 
 def _fifo(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -257,8 +261,14 @@ def test_a_configured_root_that_is_missing_or_loops_is_said_and_fails_the_comman
     assert sorted(i.kind for i in report.issues) == ["bad_root", "missing_root"]
     assert values(tmp_path / "lake") == {1: 1.0}
     home = tmp_path / "home"
-    proc = grpolens("ingest", env={"GRPOLENS_HOME": str(home), "GRPOLENS_TRAINER_LOGS": str(logs),
-                                   "GRPOLENS_WANDB_DIRS": str(tmp_path / "nowhere")})
+    proc = grpolens(
+        "ingest",
+        env={
+            "GRPOLENS_HOME": str(home),
+            "GRPOLENS_TRAINER_LOGS": str(logs),
+            "GRPOLENS_WANDB_DIRS": str(tmp_path / "nowhere"),
+        },
+    )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("grpolens ingest: GRPOLENS_WANDB_DIRS names") and "does not exist" in last
@@ -266,6 +276,7 @@ def test_a_configured_root_that_is_missing_or_loops_is_said_and_fails_the_comman
 
 
 # ----------------------------------------------------------------------------------------- 3. rewritten files
+
 
 def test_logs_rewritten_in_place_are_read_again_from_the_start(tmp_path):
     events = tmp_path / "events" / "diplomacy.ndjson"
@@ -290,8 +301,11 @@ def test_logs_rewritten_in_place_are_read_again_from_the_start(tmp_path):
     new = [e for e in read(tmp_path / "lake", "events") if e["event"] == "new"]
     assert len({e["event_id"] for e in new}) == 80
     for run in read(tmp_path / "lake", "runs"):
-        steps = {r["step"]: r["value"] for r in read(tmp_path / "lake", "history", f"run_key = '{run['run_key']}'")
-                 if r["ingest_id"] >= (run["history_from_ingest"] or 0)}
+        steps = {
+            r["step"]: r["value"]
+            for r in read(tmp_path / "lake", "history", f"run_key = '{run['run_key']}'")
+            if r["ingest_id"] >= (run["history_from_ingest"] or 0)
+        }
         assert steps == {s: -float(s) for s in range(80)}
 
 
@@ -302,7 +316,7 @@ def test_wandb_file_with_changed_earlier_bytes_of_the_same_size_is_read_again(tm
     data = path.read_bytes()
     at = data.index(b"3.5")
     path.write_bytes(frame_same_size(records, 3))
-    assert path.stat().st_size == len(data) and path.read_bytes()[at:at + 3] == b"3.7"
+    assert path.stat().st_size == len(data) and path.read_bytes()[at : at + 3] == b"3.7"
     os.utime(path, ns=(time.time_ns(), time.time_ns() + 10**9))
     report = wandb_offline.ingest(tmp_path / "lake", [tmp_path / "runs"])
     assert report.changed and any("rewritten" in n for n in report.notes)
@@ -310,19 +324,21 @@ def test_wandb_file_with_changed_earlier_bytes_of_the_same_size_is_read_again(tm
 
 
 def frame_same_size(records: list[bytes], step: int) -> bytes:
-    changed = [r if r != wf.history(str(step), loss=f"{step}.5") else wf.history(str(step), loss=f"{step}.7")
-               for r in records]
+    changed = [
+        r if r != wf.history(str(step), loss=f"{step}.5") else wf.history(str(step), loss=f"{step}.7") for r in records
+    ]
     return wf.frame(changed)
 
 
 # ---------------------------------------------------------------------------- 4. damage near a .wandb file's end
+
 
 def test_a_corrupt_chunk_in_the_last_block_is_damage_and_the_exit_record_is_kept(tmp_path):
     records = [wf.run_record("tail1"), *[wf.history(str(s), loss=f"{s}.0") for s in range(5)]]
     path = wf.write(tmp_path / "runs", "tail1", [*records, wf.history("5", loss="5.0"), wf.exit_record(0)])
     data = bytearray(path.read_bytes())
     cut = len(wf.frame(records))  # the header of step 5's chunk: its length now runs past the end of the file
-    data[cut + 4:cut + 6] = (30000).to_bytes(2, "little")
+    data[cut + 4 : cut + 6] = (30000).to_bytes(2, "little")
     path.write_bytes(bytes(data))
     report = wandb_offline.ingest(tmp_path / "lake", [tmp_path / "runs"])
     assert [i.kind for i in report.issues] == ["bad_chunk"] and "next intact chunk" in report.issues[0].message
@@ -334,7 +350,7 @@ def test_an_incomplete_last_record_is_a_live_write_until_the_file_goes_quiet(tmp
     records = [wf.run_record("quiet1"), *[wf.history(str(s), loss=f"{s}.0") for s in range(5)]]
     path = wf.write(tmp_path / "runs", "quiet1", records)
     whole = path.read_bytes()
-    path.write_bytes(whole + wf.frame([wf.history("5", loss="5.0")])[len(wf.frame([])):][:-3])  # cut mid-record
+    path.write_bytes(whole + wf.frame([wf.history("5", loss="5.0")])[len(wf.frame([])) :][:-3])  # cut mid-record
     live = wandb_offline.ingest(tmp_path / "live", [tmp_path / "runs"])
     assert not live.issues and any("incomplete record" in n for n in live.notes)
     old = time.time() - 2 * wandb_offline.QUIET_S
@@ -345,6 +361,7 @@ def test_an_incomplete_last_record_is_a_live_write_until_the_file_goes_quiet(tmp
 
 
 # ------------------------------------------------------------------------------------------------ 5. leftovers
+
 
 def test_temporary_parts_of_dead_ingests_are_removed_and_live_ones_kept(tmp_path):
     logs = tmp_path / "logs"
@@ -371,6 +388,7 @@ def test_temporary_parts_of_dead_ingests_are_removed_and_live_ones_kept(tmp_path
 
 # ----------------------------------------------------------------------------------------- 9. identical copies
 
+
 def test_byte_identical_copies_of_a_run_folder_are_one_run_read_once(tmp_path):
     records = [wf.run_record("copy1"), *[wf.history(str(s), loss=f"{s}.0") for s in range(300)], wf.exit_record()]
     original = wf.write(tmp_path / "runs", "copy1", records).parent
@@ -386,35 +404,61 @@ def test_byte_identical_copies_of_a_run_folder_are_one_run_read_once(tmp_path):
 
 # --------------------------------------------------------------------------------------- end to end, in the CLI
 
+
 def test_refresh_over_every_kind_of_hostile_input_builds_and_says_what_it_skipped(tmp_path):
     """All the above at once through `grpolens refresh`: exit 0, one line per skip, no traceback, and the
     warehouse (dbt on DuckDB) takes every value that was kept, escaped surrogates and all."""
     runs, logs, events = tmp_path / "runs", tmp_path / "logs", tmp_path / "events"
-    wf.write(runs, "mixed1", [wf.run_record("mixed1"), wf.config(deep=DEEP_DICT, name='"\\ud800"'),
-                              wf.history("0", loss="1.0"), wf.history("1e300", loss="9.0"),
-                              wf.history("1", loss="2.0", note='"\\udc80x"', deep=DEEP), wf.exit_record()])
+    wf.write(
+        runs,
+        "mixed1",
+        [
+            wf.run_record("mixed1"),
+            wf.config(deep=DEEP_DICT, name='"\\ud800"'),
+            wf.history("0", loss="1.0"),
+            wf.history("1e300", loss="9.0"),
+            wf.history("1", loss="2.0", note='"\\udc80x"', deep=DEEP),
+            wf.exit_record(),
+        ],
+    )
     (logs / "a").mkdir(parents=True)
-    (logs / "a" / "metrics.jsonl").write_text('{"step": 1, "loss": 1.0}\n{"step": 1e300, "loss": 9}\n'
-                                             '{"step": 2, "\\ud800": 1, "loss": 2.0}\n{"step": 3, "x": %s}\n' % DEEP)
+    (logs / "a" / "metrics.jsonl").write_text(
+        '{"step": 1, "loss": 1.0}\n{"step": 1e300, "loss": 9}\n'
+        '{"step": 2, "\\ud800": 1, "loss": 2.0}\n{"step": 3, "x": %s}\n' % DEEP
+    )
     (logs / "b").mkdir()
-    (logs / "b" / "trainer_state.json").write_text(json.dumps(
-        {"stateful_callbacks": [1], "log_history": [{"step": 2**70, "loss": 1}, {"step": 5, "loss": 0.5}]}))
+    (logs / "b" / "trainer_state.json").write_text(
+        json.dumps({"stateful_callbacks": [1], "log_history": [{"step": 2**70, "loss": 1}, {"step": 5, "loss": 0.5}]})
+    )
     events.mkdir()
-    (events / "diplomacy.ndjson").write_text('{"_time": "2024-02-30T00:00:00Z", "event": "x"}\n'
-                                            '{"_time": "2024-01-01T00:00:00Z", "event": "\\ud800"}\n'
-                                            '{"_time": "2024-01-01T00:00:01Z", "event": "ok", "x": %s}\n'
-                                            '{"_time": "2024-01-01T00:00:02Z", "event": "ok"}\n' % DEEP)
-    env = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_WANDB_DIRS": str(runs),
-           "GRPOLENS_TRAINER_LOGS": str(logs), "GRPOLENS_EVENT_FILES": str(events)}
+    (events / "diplomacy.ndjson").write_text(
+        '{"_time": "2024-02-30T00:00:00Z", "event": "x"}\n'
+        '{"_time": "2024-01-01T00:00:00Z", "event": "\\ud800"}\n'
+        '{"_time": "2024-01-01T00:00:01Z", "event": "ok", "x": %s}\n'
+        '{"_time": "2024-01-01T00:00:02Z", "event": "ok"}\n' % DEEP
+    )
+    env = {
+        "GRPOLENS_HOME": str(tmp_path / "home"),
+        "GRPOLENS_WANDB_DIRS": str(runs),
+        "GRPOLENS_TRAINER_LOGS": str(logs),
+        "GRPOLENS_EVENT_FILES": str(events),
+    }
     proc = grpolens("refresh", env=env)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     skipped = [line for line in proc.stderr.splitlines() if line.strip().startswith("skipped:")]
     assert len(skipped) == 6, skipped  # .wandb: 1e300; jsonl: 1e300, deep line; trainer_state: 2**70; events: 2
-    out = grpolens("sql", "select run_key like 'wandb:%' as wandb, step, value from history where key = 'loss' "
-                   "order by all", "--format", "csv", env=env, check=True)
+    out = grpolens(
+        "sql",
+        "select run_key like 'wandb:%' as wandb, step, value from history where key = 'loss' order by all",
+        "--format",
+        "csv",
+        env=env,
+        check=True,
+    )
     assert out.stdout.splitlines()[1:] == ["False,1,1.0", "False,2,2.0", "False,5,0.5", "True,0,1.0", "True,1,2.0"]
-    out = grpolens("sql", "select event, count(*) from events group by all order by all", "--format", "csv",
-                   env=env, check=True)
+    out = grpolens(
+        "sql", "select event, count(*) from events group by all order by all", "--format", "csv", env=env, check=True
+    )
     assert out.stdout.splitlines()[1:] == ["\\ud800,1", "ok,1"]
     issues = grpolens("sql", "select count(*) from ingest_issues", "--format", "csv", env=env, check=True)
     assert issues.stdout.splitlines()[1] == "6"

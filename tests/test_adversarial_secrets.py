@@ -28,25 +28,122 @@ from tests.wandb_writer import QUIET, wait_until_written
 # ------------------------------------------------------------------------------------------------ the rule
 
 MUST_REDACT_NAMES = [
-    "api_key", "apikey", "apiKey", "API_KEY", "WANDB_API_KEY", "wandb_api_key", "x-api-key", "openai_api_key",
-    "access_key", "aws_secret_access_key", "secret", "secrets", "secret_key", "client_secret", "clientSecret",
-    "token", "auth_token", "access_token", "accessToken", "refresh_token", "hf_token", "HF_TOKEN", "hub_token",
-    "push_to_hub_token", "use_auth_token", "session_token", "github_token", "axiom_token", "x-auth-token",
-    "bearer_token", "password", "passwd", "db_password", "passphrase", "credentials", "gcp_credentials",
-    "credentials_json", "authorization", "Authorization", "auth_header", "auth", "basic_auth", "private_key",
-    "private_key_pem", "wandb_key", "openai_key", "hf_key", "api_keys", "cookie", "sentry_dsn",
-    "auth/token", "hub.hf_token", "headers.authorization", "headers.x-api-key", "credentials.user",
+    "api_key",
+    "apikey",
+    "apiKey",
+    "API_KEY",
+    "WANDB_API_KEY",
+    "wandb_api_key",
+    "x-api-key",
+    "openai_api_key",
+    "access_key",
+    "aws_secret_access_key",
+    "secret",
+    "secrets",
+    "secret_key",
+    "client_secret",
+    "clientSecret",
+    "token",
+    "auth_token",
+    "access_token",
+    "accessToken",
+    "refresh_token",
+    "hf_token",
+    "HF_TOKEN",
+    "hub_token",
+    "push_to_hub_token",
+    "use_auth_token",
+    "session_token",
+    "github_token",
+    "axiom_token",
+    "x-auth-token",
+    "bearer_token",
+    "password",
+    "passwd",
+    "db_password",
+    "passphrase",
+    "credentials",
+    "gcp_credentials",
+    "credentials_json",
+    "authorization",
+    "Authorization",
+    "auth_header",
+    "auth",
+    "basic_auth",
+    "private_key",
+    "private_key_pem",
+    "wandb_key",
+    "openai_key",
+    "hf_key",
+    "api_keys",
+    "cookie",
+    "sentry_dsn",
+    "auth/token",
+    "hub.hf_token",
+    "headers.authorization",
+    "headers.x-api-key",
+    "credentials.user",
 ]
 MUST_KEEP_NAMES = [
-    "max_new_tokens", "tokenizer", "num_tokens", "key", "kl_key", "reward_key", "monkey", "author", "token_count",
-    "tokens_per_second", "total_tokens", "keyword", "eos_token", "pad_token", "bos_token", "pad_token_id",
-    "special_tokens", "time_per_token", "loss_per_token", "token_str", "tokens", "prompt_tokens",
-    "completion_tokens", "git_commit", "sort_key", "cache_key", "primary_key", "public_key", "ssh_public_key",
-    "hotkey", "keyboard", "authority", "author_email", "bypass_cache", "secret_name", "password_length",
-    "credentials_path", "api_key_path", "token_type", "auth/latency_ms", "token/entropy", "tokens/mean",
-    "timing_per_token_ms/gen", "perf/total_num_tokens", "val/num_eos_tokens", "max_num_batched_tokens",
-    "num_input_tokens_seen", "prompt_key", "reward_fn_key", "image_key", "pass@1", "whiskey", "turkey", "keys",
-    "token_id", "input_ids", "author/token_count", "actor/kl_loss", "response_length/mean",
+    "max_new_tokens",
+    "tokenizer",
+    "num_tokens",
+    "key",
+    "kl_key",
+    "reward_key",
+    "monkey",
+    "author",
+    "token_count",
+    "tokens_per_second",
+    "total_tokens",
+    "keyword",
+    "eos_token",
+    "pad_token",
+    "bos_token",
+    "pad_token_id",
+    "special_tokens",
+    "time_per_token",
+    "loss_per_token",
+    "token_str",
+    "tokens",
+    "prompt_tokens",
+    "completion_tokens",
+    "git_commit",
+    "sort_key",
+    "cache_key",
+    "primary_key",
+    "public_key",
+    "ssh_public_key",
+    "hotkey",
+    "keyboard",
+    "authority",
+    "author_email",
+    "bypass_cache",
+    "secret_name",
+    "password_length",
+    "credentials_path",
+    "api_key_path",
+    "token_type",
+    "auth/latency_ms",
+    "token/entropy",
+    "tokens/mean",
+    "timing_per_token_ms/gen",
+    "perf/total_num_tokens",
+    "val/num_eos_tokens",
+    "max_num_batched_tokens",
+    "num_input_tokens_seen",
+    "prompt_key",
+    "reward_fn_key",
+    "image_key",
+    "pass@1",
+    "whiskey",
+    "turkey",
+    "keys",
+    "token_id",
+    "input_ids",
+    "author/token_count",
+    "actor/kl_loss",
+    "response_length/mean",
 ]
 
 OPENAI = "sk-proj-T3stK3yZq8Xw2Lm9Pn4Rv7Ys1Ab5Cd6Ef0Gh"
@@ -69,9 +166,17 @@ MUST_REDACT_VALUES = [  # (text, what must be gone, what must stay)
     ("Authorization: Basic dXNlcjpwYXNz", "dXNlcjpwYXNz", "Authorization: Basic "),
     (PEM, "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo", ""),
     ("key material: " + PEM.split("\n-----END")[0], "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo", "key material: "),
-    (OPENAI, OPENAI, ""), (ANTHROPIC, ANTHROPIC, ""), (HF, HF, ""), (GITHUB, GITHUB, ""), (AWS, AWS, ""),
-    (AXIOM_TOKEN, AXIOM_TOKEN, ""), (SLACK, SLACK, ""), (GOOGLE, GOOGLE, ""), (JWT, JWT, ""),
-    (WANDB_NEW, WANDB_NEW, ""), ("local-" + WANDB_CLASSIC, WANDB_CLASSIC, ""),
+    (OPENAI, OPENAI, ""),
+    (ANTHROPIC, ANTHROPIC, ""),
+    (HF, HF, ""),
+    (GITHUB, GITHUB, ""),
+    (AWS, AWS, ""),
+    (AXIOM_TOKEN, AXIOM_TOKEN, ""),
+    (SLACK, SLACK, ""),
+    (GOOGLE, GOOGLE, ""),
+    (JWT, JWT, ""),
+    (WANDB_NEW, WANDB_NEW, ""),
+    ("local-" + WANDB_CLASSIC, WANDB_CLASSIC, ""),
     ("github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuv", "11ABCDEFG0123456789", ""),
     (f"python train.py --api-key {OPENAI} --lr 1e-5", OPENAI, "python train.py --api-key "),
     ("python train.py --api-key abc123secret --lr 1e-5", "abc123secret", "--lr 1e-5"),
@@ -85,11 +190,27 @@ MUST_REDACT_VALUES = [  # (text, what must be gone, what must stay)
     ("AccountName=x;AccountKey=abcDEF123==;EndpointSuffix=core", "abcDEF123", "EndpointSuffix=core"),
 ]
 MUST_KEEP_VALUES = [
-    "rollout_complete", "S1901M", "hello, 'world'", "A VIE - TRI\nF TRI - ADR", WANDB_CLASSIC,
-    f"git commit {WANDB_CLASSIC}", "the bearer of bad news", "the secret ingredient is love", "max_new_tokens=512",
-    "key: value", "tokenizer=qwen", "sk-learn-baseline-experiment-v2", "basic training", "reward_key=acc",
-    "task-abcdefghijklmnopqrstuvwxyz", "https://example.com/path@x", "Authorization failed for user bob",
-    "num_tokens: 1234", "token count 12", "diplomacy-grpo-sweep-lr1e-5", "rollout-000897-5b3f4c",
+    "rollout_complete",
+    "S1901M",
+    "hello, 'world'",
+    "A VIE - TRI\nF TRI - ADR",
+    WANDB_CLASSIC,
+    f"git commit {WANDB_CLASSIC}",
+    "the bearer of bad news",
+    "the secret ingredient is love",
+    "max_new_tokens=512",
+    "key: value",
+    "tokenizer=qwen",
+    "sk-learn-baseline-experiment-v2",
+    "basic training",
+    "reward_key=acc",
+    "task-abcdefghijklmnopqrstuvwxyz",
+    "https://example.com/path@x",
+    "Authorization failed for user bob",
+    "num_tokens: 1234",
+    "token count 12",
+    "diplomacy-grpo-sweep-lr1e-5",
+    "rollout-000897-5b3f4c",
 ]
 
 
@@ -125,13 +246,27 @@ def test_ordinary_values_are_kept(text):
 
 
 def test_nested_values():
-    config = {"lr": 1e-5, "hub": {"hf_token": HF, "model_id": "q"}, "credentials": {"user": "bob", "pw": "x"},
-              "cmd": ["train.py", "--hf-token", HF], "max_new_tokens": 512, "git_commit": WANDB_CLASSIC,
-              "tokenizer": {"pad_token": "<|endoftext|>"}, "note": f"Bearer {BEARER}"}
+    config = {
+        "lr": 1e-5,
+        "hub": {"hf_token": HF, "model_id": "q"},
+        "credentials": {"user": "bob", "pw": "x"},
+        "cmd": ["train.py", "--hf-token", HF],
+        "max_new_tokens": 512,
+        "git_commit": WANDB_CLASSIC,
+        "tokenizer": {"pad_token": "<|endoftext|>"},
+        "note": f"Bearer {BEARER}",
+    }
     out = redact(config)
-    assert out == {"lr": 1e-5, "hub": {"hf_token": REDACTED, "model_id": "q"}, "credentials": REDACTED,
-                   "cmd": ["train.py", "--hf-token", REDACTED], "max_new_tokens": 512, "git_commit": WANDB_CLASSIC,
-                   "tokenizer": {"pad_token": "<|endoftext|>"}, "note": f"Bearer {REDACTED}"}
+    assert out == {
+        "lr": 1e-5,
+        "hub": {"hf_token": REDACTED, "model_id": "q"},
+        "credentials": REDACTED,
+        "cmd": ["train.py", "--hf-token", REDACTED],
+        "max_new_tokens": 512,
+        "git_commit": WANDB_CLASSIC,
+        "tokenizer": {"pad_token": "<|endoftext|>"},
+        "note": f"Bearer {REDACTED}",
+    }
     assert config["hub"]["hf_token"] == HF  # a copy; and nothing copied when nothing changes:
     clean = {"a": [1, "x"], "b": {"c": 2.0}}
     assert redact(clean) is clean
@@ -141,8 +276,11 @@ def test_a_dict_hides_what_its_flattened_names_would():
     """{"stats": {"token": {"count": 5}}} is stats.token.count once flattened: no credential (a bare `token` is one
     only as the last part); a strong word hides all under it, as it would each flattened name."""
     nested = {"stats": {"token": {"count": 5}, "auth": "x"}, "credentials": {"user": "bob"}, "token": "t"}
-    assert redact(nested) == {"stats": {"token": {"count": 5}, "auth": REDACTED}, "credentials": REDACTED,
-                              "token": REDACTED}
+    assert redact(nested) == {
+        "stats": {"token": {"count": 5}, "auth": REDACTED},
+        "credentials": REDACTED,
+        "token": REDACTED,
+    }
     flat = {"stats.token.count": False, "stats.auth": True, "credentials.user": True, "token": True}
     assert {name: is_secret_name(name) for name in flat} == flat
 
@@ -150,29 +288,77 @@ def test_a_dict_hides_what_its_flattened_names_would():
 # ------------------------------------------------------------------------------------------------ every path
 
 # Each must appear nowhere in the lake (any file, parsed or raw), the warehouse, or any message.
-SECRETS = [OPENAI, ANTHROPIC, HF, GITHUB, AWS, AXIOM_TOKEN, GOOGLE, JWT, WANDB_NEW, WANDB_CLASSIC, BEARER,
-           "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo", "hunter2-Pa55w0rd", "Pl41nS3cr3tValue", "987654321"]
+SECRETS = [
+    OPENAI,
+    ANTHROPIC,
+    HF,
+    GITHUB,
+    AWS,
+    AXIOM_TOKEN,
+    GOOGLE,
+    JWT,
+    WANDB_NEW,
+    WANDB_CLASSIC,
+    BEARER,
+    "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo",
+    "hunter2-Pa55w0rd",
+    "Pl41nS3cr3tValue",
+    "987654321",
+]
 GIT_SHA = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c"  # a 40-hex value that is not a credential: kept
 ENTITY, PROJECT, RUN_ID = "testers", "secrets", "leaky01"
 
-CONFIG = {"lr": 1e-5, "api_key": "Pl41nS3cr3tValue", "wandb_key": WANDB_CLASSIC, "auth_header": f"Bearer {BEARER}",
-          "private_key_pem": PEM, "hub": {"hf_token": HF, "model_id": "qwen"}, "db_password": "hunter2-Pa55w0rd",
-          "launch_cmd": f"python train.py --api-key {OPENAI} --lr 1e-5", "git_commit": GIT_SHA,
-          "max_new_tokens": 512, "tokenizer": "qwen", "pad_token": "<|endoftext|>", "total_tokens": 1000}
+CONFIG = {
+    "lr": 1e-5,
+    "api_key": "Pl41nS3cr3tValue",
+    "wandb_key": WANDB_CLASSIC,
+    "auth_header": f"Bearer {BEARER}",
+    "private_key_pem": PEM,
+    "hub": {"hf_token": HF, "model_id": "qwen"},
+    "db_password": "hunter2-Pa55w0rd",
+    "launch_cmd": f"python train.py --api-key {OPENAI} --lr 1e-5",
+    "git_commit": GIT_SHA,
+    "max_new_tokens": 512,
+    "tokenizer": "qwen",
+    "pad_token": "<|endoftext|>",
+    "total_tokens": 1000,
+}
 HISTORY = [
-    {"loss": 1.0, "max_new_tokens": 512, "time_per_token": 0.25, "api_key": OPENAI, "auth/token": HF,
-     "passwd": 987654321, "note": f"retrying with Authorization: Bearer {BEARER} now", "git_sha": GIT_SHA,
-     "creds": {"password": "hunter2-Pa55w0rd", "user": "bob"}, "msg": "hello, 'world'"},
-    {"loss": 0.5, "max_new_tokens": 512, "cmd": f"WANDB_API_KEY={WANDB_CLASSIC} python train.py",
-     "sample": [GITHUB, "ok"]},
+    {
+        "loss": 1.0,
+        "max_new_tokens": 512,
+        "time_per_token": 0.25,
+        "api_key": OPENAI,
+        "auth/token": HF,
+        "passwd": 987654321,
+        "note": f"retrying with Authorization: Bearer {BEARER} now",
+        "git_sha": GIT_SHA,
+        "creds": {"password": "hunter2-Pa55w0rd", "user": "bob"},
+        "msg": "hello, 'world'",
+    },
+    {
+        "loss": 0.5,
+        "max_new_tokens": 512,
+        "cmd": f"WANDB_API_KEY={WANDB_CLASSIC} python train.py",
+        "sample": [GITHUB, "ok"],
+    },
 ]
 SUMMARY = {"openai_key": ANTHROPIC, "final_note": f"uploaded with {GOOGLE}", "best_reward": 0.75}
 
 
 def write_leaky_run(root: Path) -> Path:
-    run = wandb.init(mode="offline", dir=str(root), id=RUN_ID, name=f"run Bearer {BEARER}", project=PROJECT,
-                     entity=ENTITY, config=CONFIG, tags=["ok-tag", HF], group=f"grp-{AWS}",
-                     settings=wandb.Settings(**QUIET))
+    run = wandb.init(
+        mode="offline",
+        dir=str(root),
+        id=RUN_ID,
+        name=f"run Bearer {BEARER}",
+        project=PROJECT,
+        entity=ENTITY,
+        config=CONFIG,
+        tags=["ok-tag", HF],
+        group=f"grp-{AWS}",
+        settings=wandb.Settings(**QUIET),
+    )
     for row in HISTORY:
         run.log(row)
     run.summary.update(SUMMARY)
@@ -185,32 +371,68 @@ def write_leaky_run(root: Path) -> Path:
 def write_trainer_logs(root: Path) -> None:
     state_dir = root / "hf-out"
     state_dir.mkdir(parents=True)
-    (state_dir / "trainer_state.json").write_text(json.dumps({
-        "global_step": 2, "max_steps": 2, "train_batch_size": 4, "hub_token": HF, "push_to_hub_token": HF,
-        "git_commit": GIT_SHA, "max_new_tokens": 512,
-        "log_history": [{"loss": 1.0, "step": 1, "note": f"token={GITHUB}"}, {"loss": 0.5, "step": 2}]}))
+    (state_dir / "trainer_state.json").write_text(
+        json.dumps(
+            {
+                "global_step": 2,
+                "max_steps": 2,
+                "train_batch_size": 4,
+                "hub_token": HF,
+                "push_to_hub_token": HF,
+                "git_commit": GIT_SHA,
+                "max_new_tokens": 512,
+                "log_history": [{"loss": 1.0, "step": 1, "note": f"token={GITHUB}"}, {"loss": 0.5, "step": 2}],
+            }
+        )
+    )
     jsonl = root / "jsonl-run" / "metrics.jsonl"
     jsonl.parent.mkdir()
-    lines = [{"step": 1, "loss": 0.5, "openai_api_key": OPENAI, "total_tokens": 100,
-              "cmd": f"python train.py --api-key {OPENAI} --lr 1e-5"},
-             {"step": 2, "loss": 0.4, "total_tokens": 200, "headers": {"authorization": f"Bearer {BEARER}"}}]
-    jsonl.write_text("".join(json.dumps(line) + "\n" for line in lines)
-                     + json.dumps({"step": f"Bearer {BEARER}", "loss": 1}) + "\n")  # a bad step, quoted in its issue
+    lines = [
+        {
+            "step": 1,
+            "loss": 0.5,
+            "openai_api_key": OPENAI,
+            "total_tokens": 100,
+            "cmd": f"python train.py --api-key {OPENAI} --lr 1e-5",
+        },
+        {"step": 2, "loss": 0.4, "total_tokens": 200, "headers": {"authorization": f"Bearer {BEARER}"}},
+    ]
+    jsonl.write_text(
+        "".join(json.dumps(line) + "\n" for line in lines) + json.dumps({"step": f"Bearer {BEARER}", "loss": 1}) + "\n"
+    )  # a bad step, quoted in its issue
     console = root / "console-run" / "train.log"
     console.parent.mkdir()
-    console.write_text("loading model...\n"
-                       f"{{'loss': 1.0, 'api_key': '{OPENAI}', 'tokens_per_second': 99.5, 'epoch': 0.1}}\n"
-                       f"{{'loss': 0.9, 'note': 'sent Authorization: Bearer {BEARER}', 'epoch': 0.2}}\n")
+    console.write_text(
+        "loading model...\n"
+        f"{{'loss': 1.0, 'api_key': '{OPENAI}', 'tokens_per_second': 99.5, 'epoch': 0.1}}\n"
+        f"{{'loss': 0.9, 'note': 'sent Authorization: Bearer {BEARER}', 'epoch': 0.2}}\n"
+    )
 
 
 def events() -> list[dict]:
     base = {"service": "diplomacy-rollout-worker", "rollout_id": "r1"}
     return [
-        {"_time": "2026-01-01T00:00:01.000000001Z", "event": "http_call", **base, "authorization": f"Bearer {BEARER}",
-         "message": f"retrying with Authorization: Bearer {BEARER}", "headers": {"x-api-key": OPENAI, "accept": "json"},
-         "prompt_tokens": 120, "max_new_tokens": 512, "status": "ok", "trace": f"session {JWT} renewed"},
-        {"_time": "2026-01-01T00:00:02Z", "event": "rollout_complete", **base, "trajectories_count": 8,
-         "run_name": f"diplomacy Bearer {BEARER}", "wandb_key": WANDB_CLASSIC, "git_commit": GIT_SHA},
+        {
+            "_time": "2026-01-01T00:00:01.000000001Z",
+            "event": "http_call",
+            **base,
+            "authorization": f"Bearer {BEARER}",
+            "message": f"retrying with Authorization: Bearer {BEARER}",
+            "headers": {"x-api-key": OPENAI, "accept": "json"},
+            "prompt_tokens": 120,
+            "max_new_tokens": 512,
+            "status": "ok",
+            "trace": f"session {JWT} renewed",
+        },
+        {
+            "_time": "2026-01-01T00:00:02Z",
+            "event": "rollout_complete",
+            **base,
+            "trajectories_count": 8,
+            "run_name": f"diplomacy Bearer {BEARER}",
+            "wandb_key": WANDB_CLASSIC,
+            "git_commit": GIT_SHA,
+        },
     ]
 
 
@@ -230,8 +452,10 @@ def all_text_of_lake(lake: Path) -> str:
 def all_text_of_warehouse(settings: Settings) -> str:
     con = warehouse.connect_readonly(settings)
     try:
-        names = [r[0] for r in con.sql("select table_name from information_schema.tables "
-                                       "where table_schema = 'main'").fetchall()]
+        names = [
+            r[0]
+            for r in con.sql("select table_name from information_schema.tables where table_schema = 'main'").fetchall()
+        ]
         return "\n".join(str(con.sql(f'select * from "{n}"').fetchall()) for n in names)
     finally:
         con.close()
@@ -245,25 +469,34 @@ def world(tmp_path_factory):
     write_trainer_logs(tmp / "trainer")
     ndjson = tmp / "events" / "diplomacy.ndjson"
     ndjson.parent.mkdir()
-    ndjson.write_text("".join(json.dumps(e) + "\n" for e in events())
-                      + json.dumps({"_time": f"Bearer {BEARER}", "event": "x"}) + "\n")  # no_time, quoted
-    settings = Settings(home=tmp / "home", wandb_dirs=(tmp / "wandb",), trainer_logs=(tmp / "trainer",),
-                        event_files=(tmp / "events",))
+    ndjson.write_text(
+        "".join(json.dumps(e) + "\n" for e in events()) + json.dumps({"_time": f"Bearer {BEARER}", "event": "x"}) + "\n"
+    )  # no_time, quoted
+    settings = Settings(
+        home=tmp / "home", wandb_dirs=(tmp / "wandb",), trainer_logs=(tmp / "trainer",), event_files=(tmp / "events",)
+    )
     said: list[str] = []
     reports = ingest(settings, progress=said.append)
     with AxiomEmulator() as em:
         em.add("diplomacy", events())
         em.add("beta", events()[:1])
         em.fail("403", dataset="beta", message=f"token {GITHUB} may not read beta")
-        reports["axiom"] = axiom.ingest(settings.lake, ["diplomacy", "beta"], progress=said.append, url=em.url,
-                                        token=em.token, use_row_ids=False,
-                                        policy=RetryPolicy(attempts=2, backoff_s=0.01, sleep=lambda s: None))
+        reports["axiom"] = axiom.ingest(
+            settings.lake,
+            ["diplomacy", "beta"],
+            progress=said.append,
+            url=em.url,
+            token=em.token,
+            use_row_ids=False,
+            policy=RetryPolicy(attempts=2, backoff_s=0.01, sleep=lambda s: None),
+        )
     said += reports["axiom"].lines()
     WandbEmulator.client_settings(retry_max=2, wait_seconds=1, timeout_seconds=5)
     with WandbEmulator() as emu:
         emu.add_offline_run(folder, entity=ENTITY, project=PROJECT)
-        reports["wandb_cloud"] = wandb_cloud.ingest(settings.lake, [f"{ENTITY}/{PROJECT}"], progress=said.append,
-                                                    api=emu.api())
+        reports["wandb_cloud"] = wandb_cloud.ingest(
+            settings.lake, [f"{ENTITY}/{PROJECT}"], progress=said.append, api=emu.api()
+        )
     said += reports["wandb_cloud"].lines()
     warehouse.build(settings)
     return settings, reports, said
@@ -302,8 +535,14 @@ def test_wandb_config_summary_name_tags_group(world):
         assert config[key] == REDACTED, key
     assert config["hub"] == {"hf_token": REDACTED, "model_id": "qwen"}
     assert config["launch_cmd"] == f"python train.py --api-key {REDACTED} --lr 1e-5"
-    assert (config["git_commit"], config["max_new_tokens"], config["tokenizer"], config["pad_token"],
-            config["total_tokens"], config["lr"]) == (GIT_SHA, 512, "qwen", "<|endoftext|>", 1000, 1e-5)
+    assert (
+        config["git_commit"],
+        config["max_new_tokens"],
+        config["tokenizer"],
+        config["pad_token"],
+        config["total_tokens"],
+        config["lr"],
+    ) == (GIT_SHA, 512, "qwen", "<|endoftext|>", 1000, 1e-5)
     assert summary["openai_key"] == REDACTED and summary["api_key"] == REDACTED and summary["passwd"] == REDACTED
     assert summary["final_note"] == f"uploaded with {REDACTED}" and summary["best_reward"] == 0.75
     assert summary["max_new_tokens"] == 512 and summary["git_sha"] == GIT_SHA
@@ -313,8 +552,9 @@ def test_wandb_config_summary_name_tags_group(world):
 def _history(settings: Settings, run_like: str) -> dict:
     con = warehouse.connect_readonly(settings)
     try:
-        rows = con.sql("select run_key, step, key, value, value_text, value_type from history "
-                       f"where run_key like '{run_like}'").fetchall()
+        rows = con.sql(
+            f"select run_key, step, key, value, value_text, value_type from history where run_key like '{run_like}'"
+        ).fetchall()
     finally:
         con.close()
     return {(r[0].split(":")[0], r[1], r[2]): r[3:] for r in rows}
@@ -338,12 +578,15 @@ def test_the_cloud_run_reads_the_same_as_its_file(world):
     settings, reports, _ = world
     assert not reports["wandb_cloud"].issues, reports["wandb_cloud"].lines()
     glob = settings.lake / "history" / "source=wandb_cloud" / "*.parquet"
-    cloud = dict(((r[0], r[1]), r[2:]) for r in duckdb.sql(
-        f"select step, key, value_text, value_type from read_parquet('{glob}')").fetchall())
+    cloud = dict(
+        ((r[0], r[1]), r[2:])
+        for r in duckdb.sql(f"select step, key, value_text, value_type from read_parquet('{glob}')").fetchall()
+    )
     assert cloud[(0, "api_key")] == (REDACTED, "redacted") and cloud[(0, "creds.password")] == (REDACTED, "redacted")
     assert cloud[(0, "note")][1] == "redacted" and cloud[(0, "git_sha")] == (GIT_SHA, "string")
-    row = duckdb.sql(f"select config, summary, name, tags from read_parquet("
-                     f"'{settings.lake}/runs/source=wandb_cloud/*.parquet')").fetchone()
+    row = duckdb.sql(
+        f"select config, summary, name, tags from read_parquet('{settings.lake}/runs/source=wandb_cloud/*.parquet')"
+    ).fetchone()
     config = json.loads(row[0])
     assert config["hub"]["hf_token"] == REDACTED and config["git_commit"] == GIT_SHA
     assert json.loads(row[1])["openai_key"] == REDACTED and REDACTED in row[2] and row[3] == ["ok-tag", REDACTED]
@@ -372,8 +615,9 @@ def test_trainer_logs(world):
 
 
 def _events(lake: Path, source: str) -> dict:
-    rows = duckdb.sql(f"select event, run_name, fields, event_id from read_parquet("
-                      f"'{lake}/events/source={source}/*.parquet')").fetchall()
+    rows = duckdb.sql(
+        f"select event, run_name, fields, event_id from read_parquet('{lake}/events/source={source}/*.parquet')"
+    ).fetchall()
     return {r[0]: r for r in rows}
 
 
@@ -388,14 +632,19 @@ def test_events_both_paths_redact_alike_and_keep_their_id(world):
     assert fields["message"] == f"retrying with Authorization: Bearer {REDACTED}"
     assert fields["trace"] == f"session {REDACTED} renewed"
     assert (fields["prompt_tokens"], fields["max_new_tokens"], fields["status"], fields["headers.accept"]) == (
-        120, 512, "ok", "json")
+        120,
+        512,
+        "ok",
+        "json",
+    )
     done = json.loads(files["rollout_complete"][2])
     assert done["wandb_key"] == REDACTED and done["git_commit"] == GIT_SHA
     assert files["rollout_complete"][1] == f"diplomacy Bearer {REDACTED}"
     # The id is a hash of what is stored: computing it from the redacted event gives it back.
     first = events()[0]
-    assert files["http_call"][3] == event_files.content_id(event_files.parse_time_ns(first["_time"]),
-                                                           event_files.flatten(first))
+    assert files["http_call"][3] == event_files.content_id(
+        event_files.parse_time_ns(first["_time"]), event_files.flatten(first)
+    )
     no_time = next(i for i in reports["event_files"].issues if i.kind == "no_time")
     refused = next(i for i in reports["axiom"].issues if i.path == "axiom:beta")
     assert REDACTED in no_time.message and REDACTED in refused.message and GITHUB not in refused.message

@@ -27,7 +27,8 @@ def built(tmp_path_factory):
     run = root / "logs" / "exp1"
     run.mkdir(parents=True)
     run.joinpath("metrics.jsonl").write_text(
-        "".join(json.dumps({"step": s, "loss": 1 / (s + 1), "kl": 0.01 * s}) + "\n" for s in range(STEPS)))
+        "".join(json.dumps({"step": s, "loss": 1 / (s + 1), "kl": 0.01 * s}) + "\n" for s in range(STEPS))
+    )
     home = root / "home"
     env = {"GRPOLENS_HOME": str(home), "GRPOLENS_TRAINER_LOGS": str(root / "logs")}
     grpolens("ingest", "--source", "trainer_log", env=env, check=True)
@@ -53,8 +54,10 @@ def refused(proc) -> str:
 WRITES = {
     "copy to a file outside": ("copy (select * from runs) to '{out}/runs.csv'", "{out}/runs.csv"),
     "copy a query into the lake's cursors": ("copy (select 1 as x) to '{lake}/_state/trainer_log.json'", None),
-    "copy into a new lake file": ("copy history to '{lake}/history/source=trainer_log/part-x.parquet'",
-                                  "{lake}/history/source=trainer_log/part-x.parquet"),
+    "copy into a new lake file": (
+        "copy history to '{lake}/history/source=trainer_log/part-x.parquet'",
+        "{lake}/history/source=trainer_log/part-x.parquet",
+    ),
     "export database": ("export database '{out}/export'", "{out}/export"),
     "explain analyze copy": ("explain analyze copy (select 1) to '{lake}/e.csv'", "{lake}/e.csv"),
     "a second statement copies": ("select 1; copy runs to '{lake}/r.csv'", "{lake}/r.csv"),
@@ -65,7 +68,10 @@ WRITES = {
     "attach a new file in the lake": ("attach '{lake}/other.duckdb' as other (read_only false)", "{lake}/other.duckdb"),
     "profiling output": ("call enable_profiling(format='json', save_location='{lake}/p.json')", "{lake}/p.json"),
     "log output": ("select * from enable_logging(storage='file', storage_path='{lake}/logs')", "{lake}/logs"),
-    "sql built from a string": ("select * from query('copy (select 1) to ''' || '{lake}/q.csv' || '''')", "{lake}/q.csv"),
+    "sql built from a string": (
+        "select * from query('copy (select 1) to ''' || '{lake}/q.csv' || '''')",
+        "{lake}/q.csv",
+    ),
     "create table": ("create table t as select 1", None),  # these two: DuckDB's read-only refusal
     "insert": ("insert into runs select * from runs", None),
     "a macro that would write": ("create temp macro m() as table select * from enable_profiling()", None),
@@ -84,20 +90,33 @@ def test_statements_that_could_write_are_refused_and_write_nothing(built, name):
     assert snapshot(home, outside) == before  # not a byte anywhere, the lake's cursors included
 
 
-@pytest.mark.parametrize("statement", ["set enable_external_access = true", "reset enable_external_access",
-                                       "set lock_configuration = false", "reset lock_configuration",
-                                       "set allowed_directories = ['/']", "set autoload_known_extensions = true",
-                                       "pragma threads = 1"])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "set enable_external_access = true",
+        "reset enable_external_access",
+        "set lock_configuration = false",
+        "reset lock_configuration",
+        "set allowed_directories = ['/']",
+        "set autoload_known_extensions = true",
+        "pragma threads = 1",
+    ],
+)
 def test_the_locks_cannot_be_lifted(built, statement):
     _, _, env = built
     line = refused(grpolens("sql", statement, env=env))
     assert "the configuration has been locked" in line  # DuckDB's own refusal, in full
 
 
-@pytest.mark.parametrize("statement", ["select count(*) from read_csv('/etc/passwd')",
-                                       "select * from read_text('/etc/hostname')",
-                                       "select * from glob('/etc/*')",
-                                       "select count(*) from read_csv('{lake}/../../../../etc/passwd')"])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "select count(*) from read_csv('/etc/passwd')",
+        "select * from read_text('/etc/hostname')",
+        "select * from glob('/etc/*')",
+        "select count(*) from read_csv('{lake}/../../../../etc/passwd')",
+    ],
+)
 def test_files_outside_the_lake_cannot_be_read(built, statement):
     home, _, env = built
     line = refused(grpolens("sql", statement.format(lake=home / "lake"), env=env))
@@ -109,8 +128,14 @@ def test_the_connection_itself_refuses_files_and_extensions(built):
     home, outside, _ = built
     con = warehouse.connect_query(Settings(home=home))
     try:
-        for statement in (f"copy (select 1) to '{outside}/x.csv'", f"export database '{outside}/e'", "install httpfs",
-                          "load httpfs", f"attach '{outside}/o.duckdb' as o", "select * from read_csv('/etc/passwd')"):
+        for statement in (
+            f"copy (select 1) to '{outside}/x.csv'",
+            f"export database '{outside}/e'",
+            "install httpfs",
+            "load httpfs",
+            f"attach '{outside}/o.duckdb' as o",
+            "select * from read_csv('/etc/passwd')",
+        ):
             with pytest.raises(duckdb.Error, match="Permission Error|disabled"):
                 con.sql(statement)
         assert con.sql("select count(*) from history").fetchone() == (2 * STEPS,)

@@ -32,8 +32,16 @@ class Sleeps(list):
 
 
 def policy(**overrides) -> RetryPolicy:
-    values = dict(attempts=4, backoff_s=0.05, max_backoff_s=1, max_rate_limit_wait_s=10, max_total_wait_s=30,
-                  timeout_s=5, jitter=0.0, sleep=Sleeps())
+    values = dict(
+        attempts=4,
+        backoff_s=0.05,
+        max_backoff_s=1,
+        max_rate_limit_wait_s=10,
+        max_total_wait_s=30,
+        timeout_s=5,
+        jitter=0.0,
+        sleep=Sleeps(),
+    )
     values.update(overrides)
     return RetryPolicy(**values)
 
@@ -43,20 +51,40 @@ def make_events(n: int, start_ns: int, step_ns: int = 10_000_000, ties: dict[int
     events = []
     for i in range(n):
         t = start_ns + i * step_ns
-        events.append({"_time": format_time_ns(t), "event": "rollout_complete", "service": "rollout-worker",
-                       "rollout_id": f"r{i:06d}", "trajectories_count": 7 + i % 2, "total_inference_calls": 14,
-                       "total_duration_ms": 1000.5 + i})
+        events.append(
+            {
+                "_time": format_time_ns(t),
+                "event": "rollout_complete",
+                "service": "rollout-worker",
+                "rollout_id": f"r{i:06d}",
+                "trajectories_count": 7 + i % 2,
+                "total_inference_calls": 14,
+                "total_duration_ms": 1000.5 + i,
+            }
+        )
         for k in range((ties or {}).get(i, 0)):
-            events.append({"_time": format_time_ns(t), "event": "orders_extracted", "service": "rollout-worker",
-                           "rollout_id": f"r{i:06d}", "power_name": f"P{k}", "orders_count": 4, "expected_count": 4,
-                           "status": "full", "phase": "S1901M"})
+            events.append(
+                {
+                    "_time": format_time_ns(t),
+                    "event": "orders_extracted",
+                    "service": "rollout-worker",
+                    "rollout_id": f"r{i:06d}",
+                    "power_name": f"P{k}",
+                    "orders_count": 4,
+                    "expected_count": 4,
+                    "status": "full",
+                    "phase": "S1901M",
+                }
+            )
     return events
 
 
 def lake_events(lake: Path, source: str = "axiom") -> list[tuple]:
     glob = lake / "events" / f"source={source}" / "*.parquet"
-    return duckdb.sql(f"select dataset, event_id, time, event, service, rollout_id, run_name, fields, ingest_id "
-                      f"from read_parquet('{glob}')").fetchall()
+    return duckdb.sql(
+        f"select dataset, event_id, time, event, service, rollout_id, run_name, fields, ingest_id "
+        f"from read_parquet('{glob}')"
+    ).fetchall()
 
 
 def deduplicated(lake: Path) -> dict[tuple[str, str], tuple]:
@@ -70,8 +98,10 @@ def deduplicated(lake: Path) -> dict[tuple[str, str], tuple]:
 
 
 def issues(lake: Path) -> list[tuple]:
-    return duckdb.sql(f"select path, kind, message from read_parquet('{lake}/ingest_issues/source=axiom/*.parquet') "
-                      "order by ingest_id").fetchall()
+    return duckdb.sql(
+        f"select path, kind, message from read_parquet('{lake}/ingest_issues/source=axiom/*.parquet') "
+        "order by ingest_id"
+    ).fetchall()
 
 
 def state(lake: Path) -> dict:
@@ -90,6 +120,7 @@ def run(lake, emulator, datasets=("diplomacy",), **kwargs):
 
 # ------------------------------------------------------------------------------------------------ the walk
 
+
 def test_pages_with_ties_at_boundaries_lose_and_repeat_nothing(tmp_path, now_ns):
     # 1,000 events 10 ms apart; 35 events share the 99th event's time (straddling the 100-row page boundary) and
     # 250 share the 500th's (more than a page: the walk must widen its page to get past them).
@@ -103,15 +134,15 @@ def test_pages_with_ties_at_boundaries_lose_and_repeat_nothing(tmp_path, now_ns)
         assert {r[5] for r in rows} == {f"r{i:06d}" for i in range(1000)}
         first = em.requests[0]
         assert first["format"] == "tabular" and first["org_id"] == "org-1"
-        assert first["apl"].startswith("['diplomacy'] | where _time >= datetime(1970-01-01T00:00:00Z) and _time < "
-                                       "datetime(")
+        assert first["apl"].startswith(
+            "['diplomacy'] | where _time >= datetime(1970-01-01T00:00:00Z) and _time < datetime("
+        )
         assert first["apl"].endswith("| sort by _time asc | limit 100")
         assert first["startTime"] == "1970-01-01T00:00:00Z" and first["endTime"]
         assert any(r["apl"].endswith("limit 400") for r in em.requests)  # widened for the 251 at one instant
         # Every field is kept with its name as sent; the columns are lifted out of it.
         one = next(r for r in rows if r[5] == "r000007" and r[3] == "rollout_complete")
-        assert json.loads(one[7]) == {"trajectories_count": 8, "total_inference_calls": 14,
-                                      "total_duration_ms": 1007.5}
+        assert json.loads(one[7]) == {"trajectories_count": 8, "total_inference_calls": 14, "total_duration_ms": 1007.5}
         assert one[4] == "rollout-worker" and one[6] is None
         assert report.lines()[0].startswith("axiom: 1 datasets, ")
         # The cursor: the newest time and the ids at it.
@@ -143,10 +174,27 @@ def test_late_events_inside_the_overlap_are_picked_up_once(tmp_path, now_ns):
         em.add("diplomacy", make_events(200, base, step_ns=SECOND))  # up to base + 199 s
         run(tmp_path, em, overlap_s=300)
         newest = base + 199 * SECOND
-        late = [{"_time": format_time_ns(newest - 60 * SECOND + k), "event": "rollout_error", "rollout_id": f"late{k}",
-                 "error": "timeout", "phase": "F1901M", "service": "rollout-worker"} for k in range(3)]
-        too_late = [{"_time": format_time_ns(newest - 900 * SECOND), "event": "rollout_error", "rollout_id": "ancient",
-                     "service": "rollout-worker", "error": "x", "phase": "S1901M"}]
+        late = [
+            {
+                "_time": format_time_ns(newest - 60 * SECOND + k),
+                "event": "rollout_error",
+                "rollout_id": f"late{k}",
+                "error": "timeout",
+                "phase": "F1901M",
+                "service": "rollout-worker",
+            }
+            for k in range(3)
+        ]
+        too_late = [
+            {
+                "_time": format_time_ns(newest - 900 * SECOND),
+                "event": "rollout_error",
+                "rollout_id": "ancient",
+                "service": "rollout-worker",
+                "error": "x",
+                "phase": "S1901M",
+            }
+        ]
         fresh = make_events(20, newest + SECOND, step_ns=SECOND)
         for e in fresh:
             e["rollout_id"] = "fresh-" + e["rollout_id"]
@@ -174,6 +222,7 @@ def test_many_events_at_one_instant_beyond_the_largest_page_fail_clearly(tmp_pat
 
 
 # ------------------------------------------------------------------------------------------------ faults
+
 
 def test_rate_limits_wait_as_the_headers_say_capped(tmp_path, now_ns):
     with AxiomEmulator() as em:
@@ -214,8 +263,9 @@ def test_timeouts_retry_and_give_up_within_the_budget(tmp_path, now_ns):
         report = run(tmp_path / "other", em, policy=p)
         assert [i.kind for i in report.issues] == ["unavailable"]
         assert "gave up after 3 attempts" in report.issues[0].message and p.sleep == [1, 2]
-        assert not (tmp_path / "other" / "_state" / "axiom.json").exists() or \
-            "diplomacy" not in state(tmp_path / "other").get("datasets", {})
+        assert not (tmp_path / "other" / "_state" / "axiom.json").exists() or "diplomacy" not in state(
+            tmp_path / "other"
+        ).get("datasets", {})
 
 
 def test_a_bad_body_fails_that_dataset_only_and_the_next_refresh_resumes(tmp_path, now_ns):
@@ -299,14 +349,21 @@ print("done", report.events, flush=True)
 def test_kill_mid_ingest_then_rerun_loses_and_doubles_nothing(tmp_path, now_ns):
     rng = random.Random(3)
     with AxiomEmulator(row_ids=False) as em:
-        em.add("alpha", make_events(6000, now_ns - 3000 * SECOND, ties={i: rng.randint(1, 30) for i in range(0, 6000, 97)}))
+        em.add(
+            "alpha", make_events(6000, now_ns - 3000 * SECOND, ties={i: rng.randint(1, 30) for i in range(0, 6000, 97)})
+        )
         em.add("beta", make_events(3000, now_ns - 3000 * SECOND, step_ns=7_000_000))
         total = em.count("alpha") + em.count("beta")
         env = {**os.environ, "AXIOM_TOKEN": em.token, "PYTHONPATH": str(PROJECT_ROOT)}
 
         def ingest_process(lake: Path, delay: float | None) -> tuple[bool, float, str]:
-            proc = subprocess.Popen([sys.executable, "-c", INGEST, str(lake), em.url], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True, env=env)
+            proc = subprocess.Popen(
+                [sys.executable, "-c", INGEST, str(lake), em.url],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
             assert proc.stdout.readline().strip() == "ready"
             started = time.perf_counter()
             killed = False
@@ -341,20 +398,28 @@ def test_kill_mid_ingest_then_rerun_loses_and_doubles_nothing(tmp_path, now_ns):
 
 
 def test_the_emulator_speaks_the_apl_subset():
-    q = parse_apl("['diplomacy'] | where _time >= datetime(2024-01-01T00:00:00.5Z) and _time < datetime(2024-01-02) "
-                  "| sort by _time asc | limit 10")
+    q = parse_apl(
+        "['diplomacy'] | where _time >= datetime(2024-01-01T00:00:00.5Z) and _time < datetime(2024-01-02) "
+        "| sort by _time asc | limit 10"
+    )
     assert q.dataset == "diplomacy" and q.limit == 10 and not q.descending and len(q.clauses) == 2
     with AxiomEmulator() as em:
         em.add("diplomacy", [{"_time": "2024-01-01T00:00:00Z", "a": {"b": 1}, "c": None}])
         import httpx
 
-        answer = httpx.post(f"{em.url}/v1/datasets/_apl?format=tabular", headers={"Authorization": f"Bearer {em.token}"},
-                            json={"apl": "diplomacy | sort by _time desc | take 5"})
+        answer = httpx.post(
+            f"{em.url}/v1/datasets/_apl?format=tabular",
+            headers={"Authorization": f"Bearer {em.token}"},
+            json={"apl": "diplomacy | sort by _time desc | take 5"},
+        )
         assert answer.status_code == 200 and answer.headers["X-Axiom-Trace-Id"]
         assert int(answer.headers["X-RateLimit-Reset"]) > time.time()
         table = answer.json()["tables"][0]
         assert [f["name"] for f in table["fields"]] == ["_sysTime", "_time", "_rowId", "a.b"]
         assert table["columns"][1] == ["2024-01-01T00:00:00Z"]
-        bad = httpx.post(f"{em.url}/v1/datasets/_apl?format=tabular", headers={"Authorization": f"Bearer {em.token}"},
-                         json={"apl": "diplomacy | summarize count()"})
+        bad = httpx.post(
+            f"{em.url}/v1/datasets/_apl?format=tabular",
+            headers={"Authorization": f"Bearer {em.token}"},
+            json={"apl": "diplomacy | summarize count()"},
+        )
         assert bad.status_code == 400 and "unsupported operator" in bad.json()["message"]

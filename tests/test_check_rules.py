@@ -29,35 +29,73 @@ from tests.wandb_writer import write_run
 
 # DESIGN.md "Check names": one sql/checks/<name>.sql each.
 DESIGN_CHECKS = {
-    "kl_spike", "kl_drift", "grad_norm_spike", "grad_norm_vanishing", "loss_nonfinite", "entropy_collapse",
-    "response_length_collapse", "response_length_growth", "response_truncation", "reward_zero_variance",
-    "reward_plateau", "reward_collapse", "reward_hacking", "reward_component_dead", "reward_component_dominant",
-    "too_conservative", "clip_fraction_high", "extraction_rate_low", "extraction_empty_high", "rollout_p95_slow",
-    "rollout_failures", "error_rate_high", "phase_bottleneck", "checkpoint_save_slow", "throughput_drop",
-    "cache_hit_low", "elo_base_model_not_declining", "elo_gap_shrinking", "duplicate_steps", "stale_heartbeat",
+    "kl_spike",
+    "kl_drift",
+    "grad_norm_spike",
+    "grad_norm_vanishing",
+    "loss_nonfinite",
+    "entropy_collapse",
+    "response_length_collapse",
+    "response_length_growth",
+    "response_truncation",
+    "reward_zero_variance",
+    "reward_plateau",
+    "reward_collapse",
+    "reward_hacking",
+    "reward_component_dead",
+    "reward_component_dominant",
+    "too_conservative",
+    "clip_fraction_high",
+    "extraction_rate_low",
+    "extraction_empty_high",
+    "rollout_p95_slow",
+    "rollout_failures",
+    "error_rate_high",
+    "phase_bottleneck",
+    "checkpoint_save_slow",
+    "throughput_drop",
+    "cache_hit_low",
+    "elo_base_model_not_declining",
+    "elo_gap_shrinking",
+    "duplicate_steps",
+    "stale_heartbeat",
 }
 
 HEALTHY = ("league-main", "sweep-lr-kl-1", "sweep-lr-kl-2", "trl-gsm8k-healthy", "verl-healthy")
 # (check, demo run) for every labelled problem in the demo (seed 7): kept in step with labels.json by a test below.
 LABELLED = [
-    ("reward_plateau", "league-stalled"), ("elo_base_model_not_declining", "league-stalled"),
-    ("too_conservative", "sweep-lr-kl-0"), ("reward_plateau", "sweep-lr-kl-0"),
-    ("reward_plateau", "sweep-lr-kl-3"), ("kl_drift", "sweep-lr-kl-3"), ("clip_fraction_high", "sweep-lr-kl-3"),
+    ("reward_plateau", "league-stalled"),
+    ("elo_base_model_not_declining", "league-stalled"),
+    ("too_conservative", "sweep-lr-kl-0"),
+    ("reward_plateau", "sweep-lr-kl-0"),
+    ("reward_plateau", "sweep-lr-kl-3"),
+    ("kl_drift", "sweep-lr-kl-3"),
+    ("clip_fraction_high", "sweep-lr-kl-3"),
     ("extraction_rate_low", "sweep-lr-kl-3"),
     ("entropy_collapse", "trl-entropy-collapse"),
-    ("reward_hacking", "trl-reward-hacking"), ("reward_component_dominant", "trl-reward-hacking"),
+    ("reward_hacking", "trl-reward-hacking"),
+    ("reward_component_dominant", "trl-reward-hacking"),
     ("reward_zero_variance", "trl-zero-variance"),
-    ("response_length_growth", "verl-kl-blowup"), ("response_truncation", "verl-kl-blowup"),
-    ("kl_drift", "verl-kl-blowup"), ("kl_spike", "verl-kl-blowup"), ("grad_norm_spike", "verl-kl-blowup"),
-    ("response_length_collapse", "verl-length-collapse"), ("grad_norm_spike", "verl-length-collapse"),
+    ("response_length_growth", "verl-kl-blowup"),
+    ("response_truncation", "verl-kl-blowup"),
+    ("kl_drift", "verl-kl-blowup"),
+    ("kl_spike", "verl-kl-blowup"),
+    ("grad_norm_spike", "verl-kl-blowup"),
+    ("response_length_collapse", "verl-length-collapse"),
+    ("grad_norm_spike", "verl-length-collapse"),
     ("reward_collapse", "verl-length-collapse"),
     ("reward_plateau", "verl-plateau"),
 ]
 # How late (W&B steps after the labelled onset) a flag may start; trend and window rules need evidence first.
-LATE = {"kl_drift": 50, "reward_plateau": 30, "too_conservative": 35, "reward_hacking": 25,
-        "elo_base_model_not_declining": 60,
-        # judged over the whole run, reported where the shaping term passed half its gain (a slow saturation here)
-        "reward_component_dominant": 80}
+LATE = {
+    "kl_drift": 50,
+    "reward_plateau": 30,
+    "too_conservative": 35,
+    "reward_hacking": 25,
+    "elo_base_model_not_declining": 60,
+    # judged over the whole run, reported where the shaping term passed half its gain (a slow saturation here)
+    "reward_component_dominant": 80,
+}
 # A rise that stops and then drifts down within the noise: flat enough to flag on about half of the demo seeds only.
 WEAK = {("reward_plateau", "sweep-lr-kl-3")}
 
@@ -67,6 +105,7 @@ def _flags(outcomes: dict, check: str, run_key: str) -> list[dict]:
 
 
 # --------------------------------------------------------------------------- the demo suite
+
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
@@ -82,8 +121,15 @@ def demo(tmp_path_factory):
     found = checks.run_checks(con, rules)
     keys = dict(con.sql("select name, run_key from runs").fetchall())
     maps = check_eval.step_maps(con, keys.values())
-    yield SimpleNamespace(con=con, rules=rules, found=found, outcomes={o.check.name: o for o in found},
-                          labels=labels, keys=keys, maps=maps)
+    yield SimpleNamespace(
+        con=con,
+        rules=rules,
+        found=found,
+        outcomes={o.check.name: o for o in found},
+        labels=labels,
+        keys=keys,
+        maps=maps,
+    )
     con.close()
 
 
@@ -125,8 +171,9 @@ def test_fires_on_its_labelled_case_near_the_onset(demo, check, run):
 @pytest.mark.parametrize("run", HEALTHY)
 def test_no_rule_flags_a_healthy_run(demo, run):
     run_key = demo.keys[run]
-    flagged = [(o.check.name, row["step"], row["message"]) for o in demo.found for row in o.rows
-               if row["run_key"] == run_key]
+    flagged = [
+        (o.check.name, row["step"], row["message"]) for o in demo.found for row in o.rows if row["run_key"] == run_key
+    ]
     assert flagged == []
 
 
@@ -147,6 +194,7 @@ def test_precision_and_recall_over_the_suite(demo):
 
 
 # --------------------------------------------------------------------------- the real length-collapse run
+
 
 @pytest.fixture(scope="module")
 def real(tmp_path_factory):
@@ -176,8 +224,9 @@ def test_real_collapse_has_no_unsupported_alarm(real):
     within steps ~31-41; entropy rises. Nothing else is wrong with the run, so nothing else may warn."""
     run_key, found = real
     supported = {"response_length_collapse", "grad_norm_spike", "kl_spike", "kl_drift", "reward_collapse"}
-    alarms = [(o.check.name, r["step"]) for o in found for r in o.rows
-              if r["run_key"] == run_key and r["severity"] != "info"]
+    alarms = [
+        (o.check.name, r["step"]) for o in found for r in o.rows if r["run_key"] == run_key and r["severity"] != "info"
+    ]
     assert alarms and {c for c, _ in alarms} <= supported, alarms
     assert all(28 <= step <= 41 for _, step in alarms), alarms
     # the copy has no exit record and was last written long ago: a finished story, not an outage
@@ -189,7 +238,9 @@ def test_real_collapse_has_no_unsupported_alarm(real):
 def real_trainer_logs(tmp_path_factory):
     """The real runs that only have trainer logs: the Unsloth trainer_state.json and the healthy verl console log."""
     settings = Settings(home=tmp_path_factory.mktemp("real-logs-home"))
-    trainer_logs.ingest(settings.lake, [REAL_RUNS / "unsloth-llama31-8b-grpo-gsm8k", REAL_RUNS / "verl-opd-qwen2-3b-stable"])
+    trainer_logs.ingest(
+        settings.lake, [REAL_RUNS / "unsloth-llama31-8b-grpo-gsm8k", REAL_RUNS / "verl-opd-qwen2-3b-stable"]
+    )
     warehouse.build(settings)
     con = warehouse.connect_readonly(settings)
     try:
@@ -210,53 +261,112 @@ def test_real_trainer_log_runs_get_only_the_alarms_their_sources_support(real_tr
     assert not [a for a in alarms if a[0] == "verl-opd-qwen2-3b-stable"], alarms
     unsloth = {(check, step) for name, check, step in alarms if name.startswith("unsloth")}
     assert {("kl_spike", 206), ("grad_norm_spike", 206)} <= unsloth
-    assert {check for check, _ in unsloth} <= {"kl_spike", "grad_norm_spike", "reward_component_dead",
-                                                 "reward_zero_variance", "response_truncation"}, unsloth
+    assert {check for check, _ in unsloth} <= {
+        "kl_spike",
+        "grad_norm_spike",
+        "reward_component_dead",
+        "reward_zero_variance",
+        "response_truncation",
+    }, unsloth
 
 
 # --------------------------------------------------------------------------- targeted runs for the other rules
 
+
 def _tiny_runs(root: Path, logs: Path) -> None:
     quiet = {"train/reward": 0.5, "train/kl": 0.02}
     # grad norm vanishes from step 15
-    write_run(root, [{**quiet, "train/loss": 0.01, "train/grad_norm": 0.3 * (1 + 0.1 * math.sin(i))
-                      if i < 15 else 1e-6 * (1 + 0.1 * math.sin(i))} for i in range(40)],
-              run_id="vanish01", name="vanish")
+    write_run(
+        root,
+        [
+            {
+                **quiet,
+                "train/loss": 0.01,
+                "train/grad_norm": 0.3 * (1 + 0.1 * math.sin(i)) if i < 15 else 1e-6 * (1 + 0.1 * math.sin(i)),
+            }
+            for i in range(40)
+        ],
+        run_id="vanish01",
+        name="vanish",
+    )
     # loss NaN at steps 12-14, inf at 20
-    losses = [float("nan") if 12 <= i <= 14 else float("inf") if i == 20 else 0.01 * (1 + 0.1 * math.sin(i))
-              for i in range(30)]
-    write_run(root, [{**quiet, "train/loss": x, "train/grad_norm": 0.3} for x in losses],
-              run_id="nanloss1", name="nanloss")
+    losses = [
+        float("nan") if 12 <= i <= 14 else float("inf") if i == 20 else 0.01 * (1 + 0.1 * math.sin(i))
+        for i in range(30)
+    ]
+    write_run(
+        root, [{**quiet, "train/loss": x, "train/grad_norm": 0.3} for x in losses], run_id="nanloss1", name="nanloss"
+    )
     # Diplomacy trainer: slow rollouts from 20, failures at 25-27, empty responses and a cold cache from 20
     rows = []
     for i in range(40):
         late = i >= 20
-        rows.append(({"benchmark/reward_mean": 0.3, "benchmark/kl": 0.02, "benchmark/trajectories": 64,
-                      "benchmark/rollout_time_s": 70.0 + (i % 3), "benchmark/training_time_s": 40.0,
-                      "rollout/max_total_s": (160.0 if late else 80.0) + (i % 5),
-                      "rollout/failed_count": 3 if 25 <= i <= 27 else 0,
-                      "extraction/orders_expected": 600, "extraction/orders_extracted": 590,
-                      "extraction/empty_responses": 60 if late else 3,
-                      "cache/hit_rate": 0.1 + 0.01 * (i % 3) if late else 0.7}, {"step": i}))
-    write_run(root, rows, run_id="rollout1", name="rollouts", project="diplomacy-grpo",
-              config={"samples_per_group": 8, "num_groups_per_step": 8})
+        rows.append(
+            (
+                {
+                    "benchmark/reward_mean": 0.3,
+                    "benchmark/kl": 0.02,
+                    "benchmark/trajectories": 64,
+                    "benchmark/rollout_time_s": 70.0 + (i % 3),
+                    "benchmark/training_time_s": 40.0,
+                    "rollout/max_total_s": (160.0 if late else 80.0) + (i % 5),
+                    "rollout/failed_count": 3 if 25 <= i <= 27 else 0,
+                    "extraction/orders_expected": 600,
+                    "extraction/orders_extracted": 590,
+                    "extraction/empty_responses": 60 if late else 3,
+                    "cache/hit_rate": 0.1 + 0.01 * (i % 3) if late else 0.7,
+                },
+                {"step": i},
+            )
+        )
+    write_run(
+        root,
+        rows,
+        run_id="rollout1",
+        name="rollouts",
+        project="diplomacy-grpo",
+        config={"samples_per_group": 8, "num_groups_per_step": 8},
+    )
     # verl timing: steps get twice as slow from 31 (generation dominates), a 40 s save every 4 steps
     rows = []
     for step in range(1, 61):
         total = (60.0 if step <= 30 else 130.0) + (step % 3)
-        timing = {"timing_s/step": total, "timing_s/gen": total - 30.0, "timing_s/update_actor": 20.0,
-                  "timing_s/ref": 8.0}
+        timing = {
+            "timing_s/step": total,
+            "timing_s/gen": total - 30.0,
+            "timing_s/update_actor": 20.0,
+            "timing_s/ref": 8.0,
+        }
         if step % 4 == 0:
             timing["timing_s/save_checkpoint"] = 40.0
         rows.append(({"critic/score/mean": 0.5, "actor/kl_loss": 0.01, **timing}, {"step": step}))
     write_run(root, rows, run_id="timing01", name="timing", project="verl-grpo")
     # TRL: the format reward never fires
-    write_run(root, [{"train/reward": 0.3 + 0.01 * i, "train/rewards/accuracy_reward/mean": 0.3 + 0.01 * i,
-                      "train/rewards/format_reward/mean": 0.0, "train/global_step": i + 1} for i in range(30)],
-              run_id="deadcomp", name="deadcomp")
+    write_run(
+        root,
+        [
+            {
+                "train/reward": 0.3 + 0.01 * i,
+                "train/rewards/accuracy_reward/mean": 0.3 + 0.01 * i,
+                "train/rewards/format_reward/mean": 0.0,
+                "train/global_step": i + 1,
+            }
+            for i in range(30)
+        ],
+        run_id="deadcomp",
+        name="deadcomp",
+    )
     # older TRL without a truncation metric: the mean completion length sits at max_completion_length from step 10
-    write_run(root, [{"train/reward": 0.5, "train/completion_length": 508.0 + (i % 3) if i >= 10 else 300.0 + i}
-                     for i in range(30)], run_id="pinned01", name="pinned", config={"max_completion_length": 512})
+    write_run(
+        root,
+        [
+            {"train/reward": 0.5, "train/completion_length": 508.0 + (i % 3) if i >= 10 else 300.0 + i}
+            for i in range(30)
+        ],
+        run_id="pinned01",
+        name="pinned",
+        config={"max_completion_length": 512},
+    )
     # TRL: two log calls per trainer step with the same keys
     rows = []
     for g in range(1, 21):
@@ -266,35 +376,84 @@ def _tiny_runs(root: Path, logs: Path) -> None:
     # duration whose whole values go up and down: not a counter
     rows = []
     for b in range(1, 16):
-        rows += [{"benchmark/reward_mean": 0.3, "benchmark/step": b, "timing_s/step": 50.0 + (b % 4)},
-                 {"benchmark/reward_mean": 0.31, "benchmark/step": b, "timing_s/step": 49.0 + (b % 3)}]
+        rows += [
+            {"benchmark/reward_mean": 0.3, "benchmark/step": b, "timing_s/step": 50.0 + (b % 4)},
+            {"benchmark/reward_mean": 0.31, "benchmark/step": b, "timing_s/step": 49.0 + (b % 3)},
+        ]
     write_run(root, rows, run_id="benchdup", name="benchdouble")
     # TRL: the format reward fires until step 19, then the policy drops the format for good; accuracy stays high
-    write_run(root, [{"train/reward": 0.9 + (0.8 if i < 20 else 0.0),
-                      "train/rewards/accuracy_reward/mean": 0.9 + 0.01 * math.sin(i),
-                      "train/rewards/format_reward/mean": 0.8 if i < 20 else 0.0, "train/global_step": i + 1}
-                     for i in range(60)], run_id="fmtdrop1", name="formatdrop")
+    write_run(
+        root,
+        [
+            {
+                "train/reward": 0.9 + (0.8 if i < 20 else 0.0),
+                "train/rewards/accuracy_reward/mean": 0.9 + 0.01 * math.sin(i),
+                "train/rewards/format_reward/mean": 0.8 if i < 20 else 0.0,
+                "train/global_step": i + 1,
+            }
+            for i in range(60)
+        ],
+        run_id="fmtdrop1",
+        name="formatdrop",
+    )
     # TRL: an anti-cheating penalty that is 0 except on three steps, where the policy tried the exploit
-    write_run(root, [{"train/reward": 0.5 + 0.01 * math.sin(i) - (1.0 if i in (15, 33, 47) else 0.0),
-                      "train/rewards/accuracy_reward/mean": 0.5 + 0.01 * math.sin(i),
-                      "train/rewards/no_cheating_penalty/mean": -1.0 if i in (15, 33, 47) else 0.0,
-                      "train/global_step": i + 1} for i in range(60)], run_id="penalty1", name="penalty")
+    write_run(
+        root,
+        [
+            {
+                "train/reward": 0.5 + 0.01 * math.sin(i) - (1.0 if i in (15, 33, 47) else 0.0),
+                "train/rewards/accuracy_reward/mean": 0.5 + 0.01 * math.sin(i),
+                "train/rewards/no_cheating_penalty/mean": -1.0 if i in (15, 33, 47) else 0.0,
+                "train/global_step": i + 1,
+            }
+            for i in range(60)
+        ],
+        run_id="penalty1",
+        name="penalty",
+    )
     # logging_steps=10: the reward collapses at step 150, between two logged points, 14 points into the run
-    write_run(root, [({"train/reward": (0.6 + 0.02 * math.sin(s)) if s < 150 else 0.01 * (1 + math.sin(s)) / 2,
-                       "train/kl": 0.02}, {"step": s}) for s in range(10, 310, 10)], run_id="coarse01", name="coarse")
+    write_run(
+        root,
+        [
+            (
+                {
+                    "train/reward": (0.6 + 0.02 * math.sin(s)) if s < 150 else 0.01 * (1 + math.sin(s)) / 2,
+                    "train/kl": 0.02,
+                },
+                {"step": s},
+            )
+            for s in range(10, 310, 10)
+        ],
+        run_id="coarse01",
+        name="coarse",
+    )
     # verl: every step a little slower, 62 s to 180 s over 60 steps (no single drop a trailing baseline would see)
-    write_run(root, [({"critic/score/mean": 0.5, "actor/kl_loss": 0.01, "timing_s/step": 60.0 + 2 * step}, {"step": step})
-                     for step in range(1, 61)], run_id="slowing1", name="slowing", project="verl-grpo")
+    write_run(
+        root,
+        [
+            ({"critic/score/mean": 0.5, "actor/kl_loss": 0.01, "timing_s/step": 60.0 + 2 * step}, {"step": step})
+            for step in range(1, 61)
+        ],
+        run_id="slowing1",
+        name="slowing",
+        project="verl-grpo",
+    )
     # Diplomacy league: the base model climbs past the checkpoints from step 40 (the gap shrinks, no decline)
     rows = []
     for step in range(120):
         base_mu = 25.0 + 6.0 * max(0, step - 40) / 79
-        row = {"trueskill/base_model_mu": base_mu, "trueskill/base_model_sigma": 1.0,
-               "elo/base_model": (base_mu - 25) * 40 + 1000}
+        row = {
+            "trueskill/base_model_mu": base_mu,
+            "trueskill/base_model_sigma": 1.0,
+            "elo/base_model": (base_mu - 25) * 40 + 1000,
+        }
         for ckpt, mu in ((10, 28.0), (20, 27.5)):
             if step >= ckpt:
-                row |= {f"trueskill/league_adapter_v{ckpt}_mu": mu, f"trueskill/league_adapter_v{ckpt}_sigma": 1.0,
-                        f"elo/league_adapter_v{ckpt}": (mu - 25) * 40 + 1000}
+                row |= {
+                    f"trueskill/league_adapter_v{ckpt}_mu": mu,
+                    f"trueskill/league_adapter_v{ckpt}_sigma": 1.0,
+                    f"elo/league_adapter_v{ckpt}": (mu - 25) * 40 + 1000,
+                }
         rows.append((row, {"step": step}))
     write_run(root, rows, run_id="league01", name="league", project="diplomacy-grpo")
     # a trainer restarted from its step-10 checkpoint appends steps 10..19 to the same metric log again
@@ -312,8 +471,13 @@ def tiny(tmp_path_factory):
     # last, and left open while it is ingested: a run that is still "running" (no exit record yet)
     import wandb
 
-    write_run(root, [{"train/loss": 0.01 * i, **{f"x/k{j}": float(i * j) for j in range(30)}} for i in range(300)],
-              run_id="stale001", name="stale", finish=False)
+    write_run(
+        root,
+        [{"train/loss": 0.01 * i, **{f"x/k{j}": float(i * j) for j in range(30)}} for i in range(300)],
+        run_id="stale001",
+        name="stale",
+        finish=False,
+    )
     try:
         settings = Settings(home=tmp_path_factory.mktemp("tiny-home"), wandb_dirs=(root,), trainer_logs=(logs.parent,))
         ingest(settings)
@@ -337,28 +501,31 @@ def tiny(tmp_path_factory):
     con.close()
 
 
-@pytest.mark.parametrize("check,run,first,last", [
-    ("grad_norm_vanishing", "vanish", 15, 15),
-    ("rollout_p95_slow", "rollouts", 20, 26),
-    ("rollout_failures", "rollouts", 25, 25),
-    ("error_rate_high", "rollouts", 25, 27),
-    ("extraction_empty_high", "rollouts", 20, 24),
-    ("cache_hit_low", "rollouts", 20, 26),
-    ("throughput_drop", "timing", 31, 36),
-    ("throughput_drop", "slowing", 20, 28),
-    ("phase_bottleneck", "timing", 31, 37),
-    ("checkpoint_save_slow", "timing", 8, 8),
-    ("reward_component_dead", "deadcomp", 0, 0),
-    ("reward_component_dead", "formatdrop", 20, 26),
-    ("reward_hacking", "penalty", 15, 15),
-    ("reward_collapse", "coarse", 150, 150),
-    ("response_truncation", "pinned", 10, 13),
-    ("elo_gap_shrinking", "league", 60, 95),
-    ("elo_base_model_not_declining", "league", 50, 50),
-    ("duplicate_steps", "doublelog", 0, 1),
-    ("duplicate_steps", "benchdouble", 0, 1),
-    ("duplicate_steps", "restarted", 10, 10),
-])
+@pytest.mark.parametrize(
+    "check,run,first,last",
+    [
+        ("grad_norm_vanishing", "vanish", 15, 15),
+        ("rollout_p95_slow", "rollouts", 20, 26),
+        ("rollout_failures", "rollouts", 25, 25),
+        ("error_rate_high", "rollouts", 25, 27),
+        ("extraction_empty_high", "rollouts", 20, 24),
+        ("cache_hit_low", "rollouts", 20, 26),
+        ("throughput_drop", "timing", 31, 36),
+        ("throughput_drop", "slowing", 20, 28),
+        ("phase_bottleneck", "timing", 31, 37),
+        ("checkpoint_save_slow", "timing", 8, 8),
+        ("reward_component_dead", "deadcomp", 0, 0),
+        ("reward_component_dead", "formatdrop", 20, 26),
+        ("reward_hacking", "penalty", 15, 15),
+        ("reward_collapse", "coarse", 150, 150),
+        ("response_truncation", "pinned", 10, 13),
+        ("elo_gap_shrinking", "league", 60, 95),
+        ("elo_base_model_not_declining", "league", 50, 50),
+        ("duplicate_steps", "doublelog", 0, 1),
+        ("duplicate_steps", "benchdouble", 0, 1),
+        ("duplicate_steps", "restarted", 10, 10),
+    ],
+)
 def test_fires_on_a_targeted_run(tiny, check, run, first, last):
     """Each rule flags its tiny run near the injected onset, once, and nothing else among the tiny runs that lacks
     the problem (healthy demo runs are covered by test_no_rule_flags_a_healthy_run)."""

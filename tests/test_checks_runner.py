@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import re
 import math
 import random
+import re
 
 import pytest
 
@@ -27,8 +27,13 @@ def home(tmp_path_factory) -> Settings:
             entropy = 0.6 * math.exp(-step / 200) + rng.gauss(0, 0.01)
             if collapse and step >= 40:
                 entropy = 0.004 + abs(rng.gauss(0, 0.001))
-            rows.append({"train/entropy": entropy, "train/kl": 0.03 + rng.gauss(0, 0.004),
-                         "train/reward": 0.5 + step / 200 + rng.gauss(0, 0.05)})
+            rows.append(
+                {
+                    "train/entropy": entropy,
+                    "train/kl": 0.03 + rng.gauss(0, 0.004),
+                    "train/reward": 0.5 + step / 200 + rng.gauss(0, 0.05),
+                }
+            )
         write_run(root, rows, run_id=run_id, name=run_id, project="trl-grpo")
     settings = Settings(home=tmp_path_factory.mktemp("home"), wandb_dirs=(root,))
     ingest(settings)
@@ -113,7 +118,9 @@ def test_not_applicable_names_the_missing_metric(home, tmp_path):
     finally:
         con.close()
     assert sorted((name, run.rsplit("/", 1)[1], why) for name, run, why in lacking) == [
-        ("needs_grad", "collapse", "no grad_norm logged"), ("needs_grad", "healthy0", "no grad_norm logged")]
+        ("needs_grad", "collapse", "no grad_norm logged"),
+        ("needs_grad", "healthy0", "no grad_norm logged"),
+    ]
 
 
 def test_the_readme_table_lists_every_rule_with_its_thresholds():

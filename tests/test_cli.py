@@ -27,16 +27,29 @@ def _nan_run(folder: Path) -> Path:
     with open(folder / "nan-loss-run.jsonl", "w", encoding="utf-8") as fh:
         for step in range(1, 41):
             loss = math.nan if step >= 25 else 0.5 - step * 0.005 + (step % 3) * 0.003
-            fh.write(json.dumps({"step": step, "loss": loss, "reward": 0.1 + step * 0.01 + (step % 4) * 0.005,
-                                 "kl": 0.01, "grad_norm": math.inf if step == 30 else 1.0}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "step": step,
+                        "loss": loss,
+                        "reward": 0.1 + step * 0.01 + (step % 4) * 0.005,
+                        "kl": 0.01,
+                        "grad_norm": math.inf if step == 30 else 1.0,
+                    }
+                )
+                + "\n"
+            )
     return folder
 
 
 @pytest.fixture(scope="module")
 def refreshed(tmp_path_factory):
     logs = (*TRAINER_RUNS, _nan_run(tmp_path_factory.mktemp("logs") / "nanlog"))
-    env = {"GRPOLENS_HOME": str(tmp_path_factory.mktemp("home")), "GRPOLENS_WANDB_DIRS": str(LENGTH_COLLAPSE),
-           "GRPOLENS_TRAINER_LOGS": os.pathsep.join(map(str, logs))}
+    env = {
+        "GRPOLENS_HOME": str(tmp_path_factory.mktemp("home")),
+        "GRPOLENS_WANDB_DIRS": str(LENGTH_COLLAPSE),
+        "GRPOLENS_TRAINER_LOGS": os.pathsep.join(map(str, logs)),
+    }
     first = grpolens("refresh", env=env, check=True)
     return env, first
 
@@ -53,15 +66,20 @@ def test_refresh_ingests_and_builds_then_does_nothing_when_nothing_is_new(refres
 
 def test_sql_reads_and_refuses_to_write(refreshed):
     env, _ = refreshed
-    out = grpolens("sql", "select count(*) as n from history where run_key like 'wandb:%'", "--format", "csv",
-                   env=env, check=True)
+    out = grpolens(
+        "sql", "select count(*) as n from history where run_key like 'wandb:%'", "--format", "csv", env=env, check=True
+    )
     assert out.stdout.splitlines() == ["n", "5650"]
     denied = grpolens("sql", "delete from history", env=env)
     assert denied.returncode == 1
     assert denied.stderr.startswith("grpolens sql: query failed:") and "read-only" in denied.stderr
     assert "Traceback" not in denied.stderr
-    assert grpolens("sql", "select count(*) from history where run_key like 'wandb:%'", "--format", "csv",
-                    env=env).stdout.splitlines()[1] == "5650"
+    assert (
+        grpolens(
+            "sql", "select count(*) from history where run_key like 'wandb:%'", "--format", "csv", env=env
+        ).stdout.splitlines()[1]
+        == "5650"
+    )
 
 
 HOLD_LOCK = """
@@ -74,8 +92,9 @@ time.sleep(60)
 
 def test_locked_warehouse_is_one_clear_line(refreshed):
     env, _ = refreshed
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, f"{env['GRPOLENS_HOME']}/grpolens.duckdb"],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, f"{env['GRPOLENS_HOME']}/grpolens.duckdb"], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         read = grpolens("sql", "select 1", env=env)
@@ -90,11 +109,13 @@ def test_locked_warehouse_is_one_clear_line(refreshed):
 
 def test_unconfigured_source_is_skipped_with_one_line(tmp_path):
     out = grpolens("ingest", env={"GRPOLENS_HOME": str(tmp_path)}, check=True)
-    assert out.stderr.splitlines() == ["wandb offline: skipped: GRPOLENS_WANDB_DIRS is not set",
-                                       "wandb cloud: skipped: GRPOLENS_WANDB_PROJECTS is not set",
-                                       "trainer logs: skipped: GRPOLENS_TRAINER_LOGS is not set",
-                                       "axiom: skipped: AXIOM_TOKEN is not set",
-                                       "event files: skipped: GRPOLENS_EVENT_FILES is not set"]
+    assert out.stderr.splitlines() == [
+        "wandb offline: skipped: GRPOLENS_WANDB_DIRS is not set",
+        "wandb cloud: skipped: GRPOLENS_WANDB_PROJECTS is not set",
+        "trainer logs: skipped: GRPOLENS_TRAINER_LOGS is not set",
+        "axiom: skipped: AXIOM_TOKEN is not set",
+        "event files: skipped: GRPOLENS_EVENT_FILES is not set",
+    ]
 
 
 def test_help_everywhere_with_an_example_for_every_command():
@@ -156,13 +177,24 @@ def test_check_on_one_run_ends_with_its_verdict(refreshed):
 
 def test_a_closed_pipe_ends_quietly(refreshed):
     env, _ = refreshed
-    proc = subprocess.Popen(f"'{BIN / 'grpolens'}' sql 'select * from history' --format json --max-rows 100000 | head -1",
-                            shell=True, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        f"'{BIN / 'grpolens'}' sql 'select * from history' --format json --max-rows 100000 | head -1",
+        shell=True,
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     out, err = proc.communicate(timeout=300)
     assert out.count("\n") == 1 and "Traceback" not in err and "BrokenPipe" not in err
-    proc = subprocess.Popen(f"'{BIN / 'grpolens'}' check --format json | head -1", shell=True,
-                            env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        f"'{BIN / 'grpolens'}' check --format json | head -1",
+        shell=True,
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     out, err = proc.communicate(timeout=300)
     assert out == "[\n" and "Traceback" not in err and "BrokenPipe" not in err
 
@@ -181,8 +213,13 @@ def on_terminal(*args: str, env: dict, columns: int = 100) -> tuple[int, str]:
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
     environ = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "COLUMNS", "LINES")}
-    proc = subprocess.Popen([str(BIN / "grpolens"), *args], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
-                            env={**environ, "TERM": "xterm-256color", **env})
+    proc = subprocess.Popen(
+        [str(BIN / "grpolens"), *args],
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=slave,
+        env={**environ, "TERM": "xterm-256color", **env},
+    )
     os.close(slave)
     chunks = []
     while True:
@@ -257,10 +294,13 @@ def test_sql_errors_keep_duckdbs_hints_and_context(refreshed):
 
 # --- one JSON convention -------------------------------------------------------------------------------------------
 
+
 def strict_json(text: str):
     """What a strict parser (RFC 8259: no NaN or Infinity) reads; fails on anything else, one object per line too."""
+
     def refuse(token):
         raise ValueError(f"not JSON: {token}")
+
     return json.loads(text, parse_constant=refuse)
 
 
@@ -282,8 +322,15 @@ def test_every_json_output_is_one_strict_document_with_iso_times_and_nulls(refre
         "sql": grpolens("sql", "select * from runs", "--format", "json", env=env, check=True).stdout,
         "report": grpolens("report", "nan-loss-run", "--format", "json", env=env, check=True).stdout,
         "sweep": grpolens("sweep", "--project", "real-runs", "--format", "json", env=env, check=True).stdout,
-        "compare": grpolens("compare", "verl-opd-qwen2-3b-stable", "unsloth-llama31-8b-grpo-gsm8k", "--format", "json",
-                            env=env, check=True).stdout,
+        "compare": grpolens(
+            "compare",
+            "verl-opd-qwen2-3b-stable",
+            "unsloth-llama31-8b-grpo-gsm8k",
+            "--format",
+            "json",
+            env=env,
+            check=True,
+        ).stdout,
     }
     parsed = {name: strict_json(text) for name, text in docs.items()}
     assert isinstance(parsed["check"], list) and isinstance(parsed["sql"], list)
@@ -302,20 +349,40 @@ def test_every_json_output_is_one_strict_document_with_iso_times_and_nulls(refre
     assert isinstance(run["config"], dict) and run["config"]  # a JSON column is JSON, not a string
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?\+00:00", run["created_at"])
     assert parsed["report"]["run"] == "nan-loss-run" and parsed["report"]["verdict"] == "unhealthy"
-    assert {r["run"] for r in parsed["compare"]["runs"]} == {"verl-opd-qwen2-3b-stable",
-                                                              "unsloth-llama31-8b-grpo-gsm8k"}
+    assert {r["run"] for r in parsed["compare"]["runs"]} == {
+        "verl-opd-qwen2-3b-stable",
+        "unsloth-llama31-8b-grpo-gsm8k",
+    }
 
-    values = grpolens("sql", "select 'nan'::double as nan, '-inf'::double as inf, 1.0/3 as third, "
-                      "9007199254740993::bigint as big, null as nothing, timestamptz '2025-01-02 03:04:05.5+00' as ts,"
-                      " date '2025-01-02' as day, interval 90 second as span, [1, 2] as list, {'a': 1} as struct",
-                      "--format", "json", env=env, check=True).stdout
-    assert strict_json(values) == [{"nan": None, "inf": None, "third": 1 / 3, "big": 9007199254740993,
-                                    "nothing": None, "ts": "2025-01-02T03:04:05.500000+00:00", "day": "2025-01-02",
-                                    "span": 90.0, "list": [1, 2], "struct": {"a": 1}}]
+    values = grpolens(
+        "sql",
+        "select 'nan'::double as nan, '-inf'::double as inf, 1.0/3 as third, "
+        "9007199254740993::bigint as big, null as nothing, timestamptz '2025-01-02 03:04:05.5+00' as ts,"
+        " date '2025-01-02' as day, interval 90 second as span, [1, 2] as list, {'a': 1} as struct",
+        "--format",
+        "json",
+        env=env,
+        check=True,
+    ).stdout
+    assert strict_json(values) == [
+        {
+            "nan": None,
+            "inf": None,
+            "third": 1 / 3,
+            "big": 9007199254740993,
+            "nothing": None,
+            "ts": "2025-01-02T03:04:05.500000+00:00",
+            "day": "2025-01-02",
+            "span": 90.0,
+            "list": [1, 2],
+            "struct": {"a": 1},
+        }
+    ]
     assert strict_json(grpolens("sql", "select 1 where false", "--format", "json", env=env, check=True).stdout) == []
 
 
 # --- grpolens docs ------------------------------------------------------------------------------------------------
+
 
 def test_docs_need_a_built_warehouse(tmp_path):
     out = grpolens("docs", "--no-serve", env={"GRPOLENS_HOME": str(tmp_path / "home")})
@@ -346,8 +413,13 @@ def test_docs_generate_and_serve_the_site_on_loopback_only(refreshed):
     assert folder == Path(env["GRPOLENS_HOME"]) / "docs"
     assert {p.name for p in folder.iterdir()} >= {"index.html", "manifest.json", "catalog.json"}
 
-    server = subprocess.Popen([str(BIN / "grpolens"), "docs", "--port", "0"], env={**os.environ, **env},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [str(BIN / "grpolens"), "docs", "--port", "0"],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         ready, _, _ = select.select([server.stdout], [], [], 300)
         assert ready, "grpolens docs printed no URL"

@@ -26,8 +26,18 @@ GROUPS = {"lake", "staging", "core", "elo", "training", "pipeline", "health", "r
 def test_definitions_load_with_assets_checks_sensor_and_schedule():
     graph = defs.resolve_asset_graph()
     keys = {key.to_user_string() for key in graph.get_all_asset_keys()}
-    assert {"lake/wandb_offline_history", "lake/wandb_offline_runs", "history", "metrics", "runs",
-            "elo_ratings", "elo_gap", "elo_reference_trends", "learning_dynamics", "anomalies"} <= keys
+    assert {
+        "lake/wandb_offline_history",
+        "lake/wandb_offline_runs",
+        "history",
+        "metrics",
+        "runs",
+        "elo_ratings",
+        "elo_gap",
+        "elo_reference_trends",
+        "learning_dynamics",
+        "anomalies",
+    } <= keys
     # dbt's data tests became asset checks on the models they test
     checks = {key.asset_key.to_user_string() for key in graph.asset_check_keys}
     assert {"history", "runs", "metrics", "elo_gap"} <= checks
@@ -45,17 +55,52 @@ def test_groups_follow_the_dbt_folders_and_the_pipeline_stages():
     graph = defs.resolve_asset_graph()
     group = {key.to_user_string(): graph.get(key).group_name for key in graph.get_all_asset_keys()}
     assert set(group.values()) == GROUPS  # nothing left in `default`
-    assert {name: group[name] for name in (
-        "lake/wandb_offline_history", "lake/wandb_cloud_history", "stg_lake__history", "stg_events__rollouts",
-        "metric_aliases", "history", "runs", "metrics", "int_metric__tails", "run_outcomes", "int_elo__observations",
-        "elo_gap", "learning_dynamics", "power_law_fit", "health", "rollout_timing", "anomalies", "checks/anomalies",
-        "run_reports", "sweep_reports")} == {
-        "lake/wandb_offline_history": "lake", "lake/wandb_cloud_history": "lake", "stg_lake__history": "staging",
-        "stg_events__rollouts": "staging", "metric_aliases": "staging", "history": "core", "runs": "core",
-        "metrics": "core", "int_metric__tails": "core", "run_outcomes": "core", "int_elo__observations": "elo",
-        "elo_gap": "elo", "learning_dynamics": "training", "power_law_fit": "training", "health": "pipeline",
-        "rollout_timing": "pipeline", "anomalies": "health", "checks/anomalies": "health", "run_reports": "reports",
-        "sweep_reports": "reports"}
+    assert {
+        name: group[name]
+        for name in (
+            "lake/wandb_offline_history",
+            "lake/wandb_cloud_history",
+            "stg_lake__history",
+            "stg_events__rollouts",
+            "metric_aliases",
+            "history",
+            "runs",
+            "metrics",
+            "int_metric__tails",
+            "run_outcomes",
+            "int_elo__observations",
+            "elo_gap",
+            "learning_dynamics",
+            "power_law_fit",
+            "health",
+            "rollout_timing",
+            "anomalies",
+            "checks/anomalies",
+            "run_reports",
+            "sweep_reports",
+        )
+    } == {
+        "lake/wandb_offline_history": "lake",
+        "lake/wandb_cloud_history": "lake",
+        "stg_lake__history": "staging",
+        "stg_events__rollouts": "staging",
+        "metric_aliases": "staging",
+        "history": "core",
+        "runs": "core",
+        "metrics": "core",
+        "int_metric__tails": "core",
+        "run_outcomes": "core",
+        "int_elo__observations": "elo",
+        "elo_gap": "elo",
+        "learning_dynamics": "training",
+        "power_law_fit": "training",
+        "health": "pipeline",
+        "rollout_timing": "pipeline",
+        "anomalies": "health",
+        "checks/anomalies": "health",
+        "run_reports": "reports",
+        "sweep_reports": "reports",
+    }
 
 
 def test_dbt_assets_are_described_by_their_yaml_never_their_sql():
@@ -66,10 +111,14 @@ def test_dbt_assets_are_described_by_their_yaml_never_their_sql():
         description = graph.get(key).description or ""
         assert description and not description.startswith("dbt "), f"{key.to_user_string()} has no YAML description"
         assert not re.search(r"Raw SQL|```sql|\bselect\b.*\bfrom\b|\{\{\s*ref\(", description, re.I | re.S), (
-            key.to_user_string(), description)
+            key.to_user_string(),
+            description,
+        )
     assert graph.get(dg.AssetKey("elo_gap")).description.startswith("The one definition of the Elo gap")
     # the YAML's column docs are the columns' descriptions
-    columns = {c.name: c.description for c in graph.get(dg.AssetKey("history")).metadata["dagster/column_schema"].columns}
+    columns = {
+        c.name: c.description for c in graph.get(dg.AssetKey("history")).metadata["dagster/column_schema"].columns
+    }
     assert columns["value_int"] == "Integers exactly (a double cannot hold 2**53 + 1)."
 
 
@@ -95,20 +144,34 @@ def refreshed(tmp_path_factory):
     home = tmp_path_factory.mktemp("refresh") / "home"
     resource = GrpolensResource(home=str(home), wandb_dirs=str(LENGTH_COLLAPSE), trainer_logs=str(CONSOLE_LOG))
     result = defs.resolve_job_def("refresh").execute_in_process(
-        resources={"grpolens": resource, "dbt": dbt_resource()}, instance=dg.DagsterInstance.ephemeral())
+        resources={"grpolens": resource, "dbt": dbt_resource()}, instance=dg.DagsterInstance.ephemeral()
+    )
     assert result.success
-    materializations = {e.event_specific_data.materialization.asset_key.to_user_string():
-                        e.event_specific_data.materialization.metadata
-                        for e in result.get_asset_materialization_events()}
-    evaluations = {e.event_specific_data.asset_check_key.name: e.event_specific_data
-                   for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    materializations = {
+        e.event_specific_data.materialization.asset_key.to_user_string(): e.event_specific_data.materialization.metadata
+        for e in result.get_asset_materialization_events()
+    }
+    evaluations = {
+        e.event_specific_data.asset_check_key.name: e.event_specific_data
+        for e in result.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION"
+    }
     return home, materializations, evaluations
 
 
 def test_refresh_materializes_everything_and_reports(refreshed):
     home, materialized, evaluations = refreshed
-    assert {"lake/wandb_offline_history", "lake/trainer_log_history", "history", "metrics", "learning_dynamics",
-            "elo_gap", "anomalies", "run_reports", "sweep_reports"} <= set(materialized)
+    assert {
+        "lake/wandb_offline_history",
+        "lake/trainer_log_history",
+        "history",
+        "metrics",
+        "learning_dynamics",
+        "elo_gap",
+        "anomalies",
+        "run_reports",
+        "sweep_reports",
+    } <= set(materialized)
     # the reports asset shows each run's verdict, and the main plot of a run that is unhealthy
     reports = materialized["run_reports"]
     assert "| qwen2_3b_opd | unhealthy | response_length_collapse | 36 |" in reports["verdicts"].value
@@ -128,15 +191,21 @@ def test_every_table_asset_carries_its_row_count_columns_and_first_rows(refreshe
     home, materialized, _ = refreshed
     con = warehouse.connect_readonly(Settings(home=home))
     try:
-        tables = dict(con.sql("select table_name, table_type from information_schema.tables "
-                              "where table_schema = 'main'").fetchall())
+        tables = dict(
+            con.sql(
+                "select table_name, table_type from information_schema.tables where table_schema = 'main'"
+            ).fetchall()
+        )
         for name in ("history", "runs", "metrics", "learning_dynamics", "elo_references", "health"):
             assert tables[name] == "BASE TABLE"
             metadata = materialized[name]
             rows = con.sql(f'select count(*) from "{name}"').fetchone()[0]
             assert metadata["dagster/row_count"].value == rows
-            columns = con.execute("select column_name, data_type from information_schema.columns "
-                                  "where table_name = ? order by ordinal_position", [name]).fetchall()
+            columns = con.execute(
+                "select column_name, data_type from information_schema.columns "
+                "where table_name = ? order by ordinal_position",
+                [name],
+            ).fetchall()
             assert [(c.name, c.type) for c in metadata["dagster/column_schema"].schema.columns] == columns
             preview = metadata["preview"].value  # a Markdown table of the first rows (`health`: no events here)
             assert preview.startswith(f"| {columns[0][0]} |") if rows else preview == "(no rows)"
@@ -148,7 +217,9 @@ def test_every_table_asset_carries_its_row_count_columns_and_first_rows(refreshe
     assert materialized["runs"]["dagster/row_count"].value == 2
     # a view gets its columns, but no count: counting it would run its whole query over the lake
     view = materialized["stg_lake__history"]
-    assert "dagster/row_count" not in view and "lake_source" in {c.name for c in view["dagster/column_schema"].schema.columns}
+    assert "dagster/row_count" not in view and "lake_source" in {
+        c.name for c in view["dagster/column_schema"].schema.columns
+    }
 
 
 def _table_rows(markdown: str) -> list[dict]:
@@ -170,8 +241,10 @@ def test_anomalies_show_every_flag_by_run_name_with_rounded_values(refreshed):
     assert {"qwen2_3b_opd", "run-20251130_144822-gjvwlq13"} <= {row["run"] for row in rows}
     assert not [row for row in rows if row["run"].startswith(("wandb:", "trainer_log:"))]  # names, not run_keys
     collapse = [row for row in rows if row["check"] == "response_length_collapse"]
-    assert {(row["run"], row["onset step"]) for row in collapse} == {("qwen2_3b_opd", "36"),
-                                                                      ("run-20251130_144822-gjvwlq13", "36")}
+    assert {(row["run"], row["onset step"]) for row in collapse} == {
+        ("qwen2_3b_opd", "36"),
+        ("run-20251130_144822-gjvwlq13", "36"),
+    }
     numbers = [row[column] for row in rows for column in ("value", "threshold") if row[column] != "–"]
     assert numbers and all(_significant_digits(n) <= 3 for n in numbers), numbers
 
@@ -182,8 +255,10 @@ def test_an_asset_check_lists_every_flagged_run_with_its_threshold(refreshed):
     assert not collapse.passed and collapse.severity == dg.AssetCheckSeverity.ERROR
     assert collapse.metadata["runs_flagged"].value == 2
     rows = _table_rows(collapse.metadata["flagged"].value)
-    assert {row["run"]: row["threshold"] for row in rows} == {"qwen2_3b_opd": "204",
-                                                              "run-20251130_144822-gjvwlq13": "208"}
+    assert {row["run"]: row["threshold"] for row in rows} == {
+        "qwen2_3b_opd": "204",
+        "run-20251130_144822-gjvwlq13": "208",
+    }
     assert all(row["message"].startswith("mean response length collapsed") for row in rows)
     assert "drop_ratio=0.3" in collapse.metadata["thresholds"].value
     quiet = evaluations["loss_nonfinite"]
@@ -203,12 +278,16 @@ def test_a_wandb_cloud_run_is_one_partition_of_its_own_job(tmp_path, monkeypatch
             emu.add_run("testers", "grpo", run_id, history=[{"_step": s, "w": s} for s in range(10)])
         monkeypatch.setenv("WANDB_BASE_URL", emu.base_url)
         monkeypatch.setenv("WANDB_API_KEY", emu.api_key)
-        result = wandb_cloud_job.execute_in_process(partition_key="testers/grpo/p1", instance=instance,
-                                                    resources={"grpolens": resource})
+        result = wandb_cloud_job.execute_in_process(
+            partition_key="testers/grpo/p1", instance=instance, resources={"grpolens": resource}
+        )
     assert result.success
     history = dg.AssetKey(["lake", "wandb_cloud_history"])
-    (event,) = [e.event_specific_data.materialization for e in result.get_asset_materialization_events()
-                if e.event_specific_data.materialization.asset_key == history]
+    (event,) = [
+        e.event_specific_data.materialization
+        for e in result.get_asset_materialization_events()
+        if e.event_specific_data.materialization.asset_key == history
+    ]
     assert event.partition == "testers/grpo/p1" and event.metadata["history_rows"].value == 10
     # the UI shows the run as the materialized partition of the declared lake table; the other run waits its turn
     assert instance.get_materialized_partitions(history) == {"testers/grpo/p1"}

@@ -33,8 +33,10 @@ def test_corrupt_truncated_and_foreign_files_do_not_stop_the_rest(tmp_path):
     kinds = {(i.path, i.kind) for i in report.issues}
     assert (str(damaged.resolve()), "checksum") in kinds and (str(foreign.resolve()), "not_wandb") in kinds
     assert any("checksum" in line and "gjvwlq13" in line for line in report.lines())
-    rows = dict(duckdb.sql(f"""select run_key, count(*) from read_parquet('{tmp_path}/lake/history/*/*.parquet')
-                               group by run_key""").fetchall())
+    rows = dict(
+        duckdb.sql(f"""select run_key, count(*) from read_parquet('{tmp_path}/lake/history/*/*.parquet')
+                               group by run_key""").fetchall()
+    )
     healthy = next(v for k, v in rows.items() if k.endswith("/healthy1"))
     assert healthy == 20 * 3  # loss, _runtime, _timestamp on every row
     damaged_rows = next(v for k, v in rows.items() if k.endswith("/gjvwlq13"))

@@ -31,16 +31,25 @@ def test_demo_writes_ingests_builds_and_summarises(demo):
         # the run that only has a Hugging Face trainer_state.json is there too, on the same vocabulary
         origin, last_step = con.sql("select origin, last_step from runs where source = 'trainer_log'").fetchone()
         assert origin == "trainer_state" and last_step >= 30
-        trl_metrics = {m for (m,) in con.sql("""select distinct metric from metrics join runs using (run_key)
-                                                 where source = 'trainer_log'""").fetchall()}
+        trl_metrics = {
+            m
+            for (m,) in con.sql("""select distinct metric from metrics join runs using (run_key)
+                                                 where source = 'trainer_log'""").fetchall()
+        }
         assert {"reward_mean", "kl", "response_length_mean", "grad_norm"} <= trl_metrics
         # the sample events went through the NDJSON source into the pipeline-performance marts
         truth_events = sum(1 for _ in open(settings.home / "demo_events" / "diplomacy.ndjson"))
         assert con.sql("select count(*) from events").fetchone()[0] == truth_events
-        p95, completed = con.sql("select duration_p95_s, rollouts_completed from rollout_timing where grain = 'overall'").fetchone()
+        p95, completed = con.sql(
+            "select duration_p95_s, rollouts_completed from rollout_timing where grain = 'overall'"
+        ).fetchone()
         assert p95 > 0 and completed > 10
         assert con.sql("select count(*) from extraction where grain = 'power'").fetchone()[0] == 7  # seven powers
-        assert con.sql("select status from health where grain = 'overall'").fetchone()[0] in ("healthy", "degraded", "unhealthy")
+        assert con.sql("select status from health where grain = 'overall'").fetchone()[0] in (
+            "healthy",
+            "degraded",
+            "unhealthy",
+        )
         frameworks = con.sql("""select distinct a.framework from metrics m
                                 join metric_aliases a on a.source_key = m.source_key""").fetchall()
         assert {f for (f,) in frameworks} == {"diplomacy", "trl", "verl"}
@@ -57,17 +66,25 @@ def test_elo_ratings_are_the_last_known_league_rating(demo):
         raw = con.sql(f"""select step, key, value from history where run_key = '{run_key}'
                           and (key like 'elo/%' or key like 'trueskill/%') order by step""").fetchall()
         mart = con.sql(f"""select step, player, rating from elo_ratings where run_key = '{run_key}'""").fetchall()
-        gap = con.sql(f"select step, gap, best_checkpoint from elo_gap where run_key = '{run_key}' order by step").fetchall()
+        gap = con.sql(
+            f"select step, gap, best_checkpoint from elo_gap where run_key = '{run_key}' order by step"
+        ).fetchall()
     finally:
         con.close()
     eval_steps = {s for s, k, _ in raw if k in ("elo/challenger", "elo/win_rate", "elo/games_played")}
     assert eval_steps  # the demo's evaluation process wrote its distractor values
-    seeds = {"base_model": 1000, "chaos_bot": 900, "defensive_bot": 950, "territorial_bot": 950,
-             "coordinated_bot": 1000, "dumb_bot": 850}
+    seeds = {
+        "base_model": 1000,
+        "chaos_bot": 900,
+        "defensive_bot": 950,
+        "territorial_bot": 950,
+        "coordinated_bot": 1000,
+        "dumb_bot": 850,
+    }
     observed: dict[int, dict[str, float]] = {}
     for step, key, value in raw:
         if key.startswith("trueskill/") and key.endswith("_mu"):
-            observed.setdefault(step, {})[key[len("trueskill/"):-3]] = (value - 25) * 40 + 1000
+            observed.setdefault(step, {})[key[len("trueskill/") : -3]] = (value - 25) * 40 + 1000
     expected, known = {}, {}
     for step in sorted(observed):
         if not known:

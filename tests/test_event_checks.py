@@ -13,8 +13,11 @@ from pipeline.ingest import ingest
 from pipeline.settings import Settings
 
 # The kind of trouble each period is, and the rules that must see it.
-EXPECTED = {"slow_rollouts": {"rollout_p95_slow"}, "error_burst": {"error_rate_high"},
-            "extraction_failures": {"extraction_rate_low", "extraction_empty_high"}}
+EXPECTED = {
+    "slow_rollouts": {"rollout_p95_slow"},
+    "error_burst": {"error_rate_high"},
+    "extraction_failures": {"extraction_rate_low", "extraction_empty_high"},
+}
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +37,11 @@ def flagged(tmp_path_factory):
         con.close()
     assert not [o.error for o in outcomes if o.error]
     rows = [r for o in outcomes for r in o.rows if r["run_key"] is None]
-    periods = [(name, datetime.fromisoformat(p["start"]), datetime.fromisoformat(p["end"]))
-               for truth in truths for name, p in truth["periods"].items()]
+    periods = [
+        (name, datetime.fromisoformat(p["start"]), datetime.fromisoformat(p["end"]))
+        for truth in truths
+        for name, p in truth["periods"].items()
+    ]
     return rows, periods
 
 

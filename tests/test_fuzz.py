@@ -9,11 +9,9 @@ import math
 import os
 import random
 import time
-from pathlib import Path
 
 import duckdb
 import httpx
-import pytest
 
 from pipeline.sources import axiom, event_files, trainer_logs, wandb_log, wandb_offline
 from tests import wandb_frames as wf
@@ -21,19 +19,71 @@ from tests import wandb_frames as wf
 SECONDS = float(os.environ.get("GRPOLENS_FUZZ_SECONDS", "2"))
 SEED = int(os.environ.get("GRPOLENS_FUZZ_SEED", str(random.SystemRandom().randrange(2**32))))
 
-_STRINGS = ["", "step", "_step", "_time", "_timestamp", "loss", "global_step", "data", "event", "\ud800", "\udc80x",
-            "é", "😀", "\x00", "a.b", "NaN", "Infinity", "2024-02-30T00:00:00Z", "2024-01-01T00:00:00+99:99",
-            "2024-01-01T00:00:00.123456789Z", "np.float64(1.5)", "tensor(2.0, device='cuda:0')", "'", '"', "\\"]
-_NUMBERS = [0, 1, -1, 2**53 + 1, 2**63, 2**70, -(2**64), 10**40, 1e300, -1e-300, 1.5, 1e22, 1e17, 1.7e9, 1.7e18,
-            math.nan, math.inf, -math.inf, 0.1]
+_STRINGS = [
+    "",
+    "step",
+    "_step",
+    "_time",
+    "_timestamp",
+    "loss",
+    "global_step",
+    "data",
+    "event",
+    "\ud800",
+    "\udc80x",
+    "é",
+    "😀",
+    "\x00",
+    "a.b",
+    "NaN",
+    "Infinity",
+    "2024-02-30T00:00:00Z",
+    "2024-01-01T00:00:00+99:99",
+    "2024-01-01T00:00:00.123456789Z",
+    "np.float64(1.5)",
+    "tensor(2.0, device='cuda:0')",
+    "'",
+    '"',
+    "\\",
+]
+_NUMBERS = [
+    0,
+    1,
+    -1,
+    2**53 + 1,
+    2**63,
+    2**70,
+    -(2**64),
+    10**40,
+    1e300,
+    -1e-300,
+    1.5,
+    1e22,
+    1e17,
+    1.7e9,
+    1.7e18,
+    math.nan,
+    math.inf,
+    -math.inf,
+    0.1,
+]
 
 
 def random_json(rng: random.Random, depth: int = 0):
     roll = rng.random()
     if depth > 5 or roll < 0.45:
-        return rng.choice([rng.choice(_NUMBERS), rng.choice(_STRINGS), rng.random() * 10 ** rng.randint(-5, 25),
-                           rng.randint(-(2**70), 2**70), True, False, None, "".join(chr(rng.randint(1, 0x10FFFF))
-                                                                                  for _ in range(rng.randint(0, 6)))])
+        return rng.choice(
+            [
+                rng.choice(_NUMBERS),
+                rng.choice(_STRINGS),
+                rng.random() * 10 ** rng.randint(-5, 25),
+                rng.randint(-(2**70), 2**70),
+                True,
+                False,
+                None,
+                "".join(chr(rng.randint(1, 0x10FFFF)) for _ in range(rng.randint(0, 6))),
+            ]
+        )
     if roll < 0.55:  # a chain far deeper than any metric
         inner = random_json(rng, 99)
         for _ in range(rng.choice([10, 70, 200])):
@@ -62,7 +112,7 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
         elif op < 0.75:
             data[at:at] = random_bytes(rng, rng.randint(1, 8))
         else:
-            del data[at:at + rng.randint(1, 8)]
+            del data[at : at + rng.randint(1, 8)]
     return bytes(data)
 
 
@@ -101,7 +151,9 @@ def test_fuzz_event_and_jsonl_files_every_line_lands_or_is_said(tmp_path):
             doc = random_json(rng)
             if isinstance(doc, dict) and rng.random() < 0.7:
                 doc.update({"_time": f"2024-01-01T00:00:{i:02d}Z", "step": i})
-            lines.append(dumps(doc) if rng.random() < 0.85 else random_bytes(rng, rng.randint(1, 40)).replace(b"\n", b""))
+            lines.append(
+                dumps(doc) if rng.random() < 0.85 else random_bytes(rng, rng.randint(1, 40)).replace(b"\n", b"")
+            )
         folder = tmp_path / str(seed)
         folder.mkdir()
         (folder / "events.ndjson").write_bytes(b"\n".join(lines) + b"\n")
@@ -117,11 +169,19 @@ def test_fuzz_event_and_jsonl_files_every_line_lands_or_is_said(tmp_path):
 def test_fuzz_trainer_state_documents(tmp_path):
     for seed in rounds("trainer_state"):
         rng = random.Random(seed)
-        doc = random_json(rng, 3) if rng.random() < 0.2 else {
-            "global_step": random_json(rng, 5), "max_steps": random_json(rng, 5),
-            "stateful_callbacks": random_json(rng, 3),
-            "log_history": [random_json(rng, 3) if rng.random() < 0.3 else {"step": i, "loss": random_json(rng, 4)}
-                            for i in range(rng.randint(0, 10))]}
+        doc = (
+            random_json(rng, 3)
+            if rng.random() < 0.2
+            else {
+                "global_step": random_json(rng, 5),
+                "max_steps": random_json(rng, 5),
+                "stateful_callbacks": random_json(rng, 3),
+                "log_history": [
+                    random_json(rng, 3) if rng.random() < 0.3 else {"step": i, "loss": random_json(rng, 4)}
+                    for i in range(rng.randint(0, 10))
+                ],
+            }
+        )
         folder = tmp_path / str(seed)
         folder.mkdir()
         (folder / "trainer_state.json").write_bytes(dumps(doc))
@@ -180,8 +240,15 @@ def test_fuzz_axiom_answers(tmp_path):
             rng = random.Random(seed)
             if rng.random() < 0.5:
                 names = ["_time", *(rng.choice(_STRINGS) for _ in range(rng.randint(0, 3)))]
-                body = {"status": {}, "tables": [{"fields": [{"name": n} for n in names],
-                                                  "columns": [[random_json(rng) for _ in range(3)] for _ in names]}]}
+                body = {
+                    "status": {},
+                    "tables": [
+                        {
+                            "fields": [{"name": n} for n in names],
+                            "columns": [[random_json(rng) for _ in range(3)] for _ in names],
+                        }
+                    ],
+                }
                 content = dumps(body)
             else:
                 content = dumps(random_json(rng)) if rng.random() < 0.7 else random_bytes(rng, rng.randint(0, 64))

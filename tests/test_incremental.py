@@ -52,7 +52,9 @@ def test_growing_file_is_ingested_exactly_once(tmp_path):
     keys = [(r[0], r[1], r[2]) for r in rows]
     assert len(keys) == len(set(keys)) == 5650  # no value twice, none missing
     once = wandb_offline.ingest(tmp_path / "lake-once", [LENGTH_COLLAPSE])
-    assert sorted(r[:5] for r in rows) == sorted(r[:5] for r in raw_rows(tmp_path / "lake-once")) and once.values == 5650
+    assert (
+        sorted(r[:5] for r in rows) == sorted(r[:5] for r in raw_rows(tmp_path / "lake-once")) and once.values == 5650
+    )
 
 
 LIVE_WRITER = """
@@ -80,12 +82,16 @@ def test_live_run_ingested_while_wandb_writes_it(tmp_path):
     wandb_offline.ingest(lake, [tmp_path / "wandb"])
     rows = raw_rows(lake)
     user = sorted((r[1], r[2], r[3] if r[2] == "text" else r[4]) for r in rows if not r[2].startswith("_"))
-    expected = sorted([(s, "loss", 1.0 / (s + 1)) for s in range(steps)] + [(s, "reward", s * 0.5) for s in range(steps)]
-                      + [(s, "text", f"row {s}") for s in range(steps)])
+    expected = sorted(
+        [(s, "loss", 1.0 / (s + 1)) for s in range(steps)]
+        + [(s, "reward", s * 0.5) for s in range(steps)]
+        + [(s, "text", f"row {s}") for s in range(steps)]
+    )
     assert user == expected
     assert passes >= 3 and len(parts(lake)) >= 2  # it really was read in several pieces
-    state = duckdb.sql(f"select state from read_parquet('{lake}/runs/source=wandb_offline/*.parquet') "
-                       "order by ingest_id desc limit 1").fetchone()[0]
+    state = duckdb.sql(
+        f"select state from read_parquet('{lake}/runs/source=wandb_offline/*.parquet') order by ingest_id desc limit 1"
+    ).fetchone()[0]
     assert state == "finished"
 
 

@@ -32,10 +32,12 @@ def log_lines(first: int, steps: int, collapse_at: int | None = None, seed: int 
         collapsed = collapse_at is not None and step >= collapse_at
         reward = (0.2 if collapsed else 0.3 + step / 400) + rng.gauss(0, 0.02)
         length = (20 if collapsed else 300 + step) + rng.gauss(0, 5)
-        lines.append(f'{{"step": {step}, "reward": {reward:.5f}, "reward_std": {0.2 + rng.gauss(0, 0.01):.5f}, '
-                     f'"kl": {0.01 + step / 5000:.5f}, "entropy": {1.2 - step / 1000:.5f}, '
-                     f'"completion_length": {length:.2f}, "grad_norm": {1 + rng.gauss(0, 0.1):.4f}, '
-                     f'"loss": {0.1 + rng.gauss(0, 0.01):.5f}}}\n')
+        lines.append(
+            f'{{"step": {step}, "reward": {reward:.5f}, "reward_std": {0.2 + rng.gauss(0, 0.01):.5f}, '
+            f'"kl": {0.01 + step / 5000:.5f}, "entropy": {1.2 - step / 1000:.5f}, '
+            f'"completion_length": {length:.2f}, "grad_norm": {1 + rng.gauss(0, 0.1):.4f}, '
+            f'"loss": {0.1 + rng.gauss(0, 0.01):.5f}}}\n'
+        )
     return "".join(lines)
 
 
@@ -60,6 +62,7 @@ def full_rebuild(settings: Settings, where: Path) -> Settings:
 def table_rows(path: Path) -> dict[str, list[tuple]]:
     """Every table's rows, sorted; doubles rounded to 9 significant digits (parallel sums differ in the last bits
     from one build to the next, incremental or not)."""
+
     def norm(value):
         if isinstance(value, float) and math.isfinite(value) and value != 0:
             return float(f"{value:.9g}")
@@ -69,11 +72,19 @@ def table_rows(path: Path) -> dict[str, list[tuple]]:
 
     con = duckdb.connect(str(path), read_only=True)
     try:
-        tables = [name for (name,) in con.execute(
-            "select table_name from information_schema.tables where table_catalog = current_database() and "
-            "table_type = 'BASE TABLE' and not starts_with(table_name, '_')").fetchall()]
-        return {table: sorted((tuple(norm(v) for v in row) for row in con.execute(f'select * from "{table}"').fetchall()),
-                              key=repr) for table in tables}
+        tables = [
+            name
+            for (name,) in con.execute(
+                "select table_name from information_schema.tables where table_catalog = current_database() and "
+                "table_type = 'BASE TABLE' and not starts_with(table_name, '_')"
+            ).fetchall()
+        ]
+        return {
+            table: sorted(
+                (tuple(norm(v) for v in row) for row in con.execute(f'select * from "{table}"').fetchall()), key=repr
+            )
+            for table in tables
+        }
     finally:
         con.close()
 
@@ -106,8 +117,9 @@ def run_keys(settings: Settings) -> dict[str, str]:
 @pytest.mark.slow
 def test_incremental_refreshes_equal_a_full_rebuild(tmp_path, logs):
     wandb_root = tmp_path / "wandb-runs"
-    write_run(wandb_root, [{"loss": 1.0 / (s + 1), "reward": s / 10} for s in range(30)], run_id="resume01",
-              name="resumable")
+    write_run(
+        wandb_root, [{"loss": 1.0 / (s + 1), "reward": s / 10} for s in range(30)], run_id="resume01", name="resumable"
+    )
     settings = Settings(home=tmp_path / "home", trainer_logs=(logs.parent,), wandb_dirs=(wandb_root,))
     refresh(settings)
     assert build_plan.load_record(settings) is not None
@@ -133,8 +145,13 @@ def test_incremental_refreshes_equal_a_full_rebuild(tmp_path, logs):
     (logs / "rewound.jsonl").write_text(log_lines(0, 30, collapse_at=10, seed=8))
     # The W&B run is resumed offline in another folder (_step restarts at 0 there).
     time.sleep(1.1)
-    write_run(wandb_root, [{"loss": 0.01, "reward": 5.0 + s} for s in range(10)], run_id="resume01",
-              name="resumable", resume="allow")
+    write_run(
+        wandb_root,
+        [{"loss": 0.01, "reward": 5.0 + s} for s in range(10)],
+        run_id="resume01",
+        name="resumable",
+        resume="allow",
+    )
     refresh(settings)
 
     # An ingest interrupted after writing its part and before saving its cursor reads the same lines again.
@@ -148,8 +165,11 @@ def test_incremental_refreshes_equal_a_full_rebuild(tmp_path, logs):
     newest.rename(tmp_path / newest.name)
     first = history[0]
     table = pq.read_table(first)
-    table = table.set_column(table.schema.get_field_index("value"), "value",
-                             [[None if v is None else v * 2 for v in table.column("value").to_pylist()]])
+    table = table.set_column(
+        table.schema.get_field_index("value"),
+        "value",
+        [[None if v is None else v * 2 for v in table.column("value").to_pylist()]],
+    )
     pq.write_table(table, first)
     plan = build_plan.plan(settings)
     assert not plan.full and "vanished" in plan.reason and "rewritten" in plan.reason
@@ -169,8 +189,13 @@ def test_a_build_killed_at_random_moments_is_completed_by_the_next(tmp_path, log
             fh.write(log_lines(80 + 10 * attempt, 10, collapse_at=50, seed=20 + attempt))
         (logs / f"extra{attempt}.jsonl").write_text(log_lines(0, 30, seed=30 + attempt))
         ingest(settings, tuple(SOURCES))
-        build = subprocess.Popen([str(BIN / "grpolens"), "build"], env=env, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL, start_new_session=True)
+        build = subprocess.Popen(
+            [str(BIN / "grpolens"), "build"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         time.sleep(rng.uniform(1.0, 6.0))
         os.killpg(build.pid, signal.SIGKILL)  # grpolens and its dbt child, wherever they are
         build.wait()

@@ -35,10 +35,23 @@ def records(path: Path) -> list[bytes]:
 def samples(tmp_path_factory) -> dict[str, list[bytes]]:
     """History and summary records: the real verl run, and a run written here by wandb with every kind of value."""
     root = tmp_path_factory.mktemp("items")
-    rows = [{"loss": 0.5 + i, "big": 2**53 + i, "nan": float("nan"), "inf": -math.inf, "text": f"é{i}",
-             "nested": {"a": i, "b": {"c": 1.5}}, "flag": True, "none": None, "list": [1, 2],
-             "sparse": i} if i % 3 == 0 else {"loss": 0.25 * i, "wèird key\n\"'; DROP": -0.0}
-            for i in range(12)]
+    rows = [
+        {
+            "loss": 0.5 + i,
+            "big": 2**53 + i,
+            "nan": float("nan"),
+            "inf": -math.inf,
+            "text": f"é{i}",
+            "nested": {"a": i, "b": {"c": 1.5}},
+            "flag": True,
+            "none": None,
+            "list": [1, 2],
+            "sparse": i,
+        }
+        if i % 3 == 0
+        else {"loss": 0.25 * i, "wèird key\n\"'; DROP": -0.0}
+        for i in range(12)
+    ]
     folder = write_run(root, rows, run_id="items1")
     files = [next(folder.glob("run-*.wandb")), *REAL_RUN.rglob("run-*.wandb")]
     out: dict[str, list[bytes]] = {"history": [], "summary": []}
@@ -68,16 +81,26 @@ def reference(keys: list[str], texts: list[str]) -> list[tuple]:
     out = []
     for key, text in zip(keys, texts):
         parsed = _loads(text)
-        for sub_key, sub_value in (flatten(key, parsed) if type(parsed) is dict else [(key, parsed)]):
+        for sub_key, sub_value in flatten(key, parsed) if type(parsed) is dict else [(key, parsed)]:
             out.append((sub_key, *classify(sub_value)))
     return out
 
 
 def same(a: list[tuple], b: list[tuple]) -> bool:
     """Row for row, with NaN equal to NaN and -0.0 told from 0.0."""
+
     def norm(row):
-        return tuple(("nan" if isinstance(v, float) and math.isnan(v) else (v, math.copysign(1, v))
-                      if isinstance(v, float) else v) for v in row)
+        return tuple(
+            (
+                "nan"
+                if isinstance(v, float) and math.isnan(v)
+                else (v, math.copysign(1, v))
+                if isinstance(v, float)
+                else v
+            )
+            for v in row
+        )
+
     return sorted(map(norm, a), key=repr) == sorted(map(norm, b), key=repr)
 
 
@@ -94,11 +117,15 @@ def test_history_records_read_as_wandb_reads_them(samples):
         assert step == row.step and timestamp_us(stamp) == row.ts_us and n == len(row.keys)
         cols, _ = decode_columns(columns.take())
         assert cols["key"].to_pylist() == row.keys
-        assert same(list(zip(*(cols[c].to_pylist() for c in ("key", "value", "value_int", "value_text", "value_type")))),
-                    reference(row.keys, row.texts))
+        assert same(
+            list(zip(*(cols[c].to_pylist() for c in ("key", "value", "value_int", "value_text", "value_type")))),
+            reference(row.keys, row.texts),
+        )
     # Every record of the real run and of the plain rows is taken by the C reader; only the rows logging a nested
     # dict or media (several nested_key parts) go to wandb's classes.
-    nested = sum(1 for d in samples["history"] if any(len(i.nested_key) > 1 for i in pb.Record.FromString(d).history.item))
+    nested = sum(
+        1 for d in samples["history"] if any(len(i.nested_key) > 1 for i in pb.Record.FromString(d).history.item)
+    )
     assert nested > 0 and accepted == len(samples["history"]) - nested
 
 
@@ -152,7 +179,7 @@ def mutants(data: bytes, rng: random.Random, n: int):
         elif how == 3:
             b[at:at] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 4)))
         else:
-            del b[at:at + rng.randrange(1, 6)]
+            del b[at : at + rng.randrange(1, 6)]
         yield bytes(b)
 
 
@@ -189,13 +216,51 @@ def test_damaged_records_are_declined_or_read_exactly(samples):
 
 def test_numbers_are_typed_exactly_as_json_reads_them():
     rng = random.Random(7)
-    floats = [rng.uniform(-1e6, 1e6) for _ in range(2000)] + [rng.random() * 10.0 ** rng.randint(-320, 308) for _ in range(2000)]
+    floats = [rng.uniform(-1e6, 1e6) for _ in range(2000)] + [
+        rng.random() * 10.0 ** rng.randint(-320, 308) for _ in range(2000)
+    ]
     texts = [repr(f) for f in floats] + ["%.17g" % f for f in floats[:500]] + ["%.3e" % f for f in floats[:500]]
-    texts += ["0", "-0", "-0.0", "1e999", "-1e999", "5e-324", "2e-324", "1E5", "1e+5", "123456789012345678",
-              "-12345678901234567", "1234567890123456789", "-9223372036854775808", "9223372036854775807",
-              "18446744073709551616", "9007199254740993", "NaN", "Infinity", "-Infinity", "nan", "inf", "01", "1.",
-              ".5", "+1", " 1", "1 ", "-", "", "true", "false", "null", '"1"', "[1,2]", '{"a":1,"b":{"c":2}}',
-              '{"_type":"histogram","bins":[1]}', "{}", '"é\\u0000x"', "1e5x"]
+    texts += [
+        "0",
+        "-0",
+        "-0.0",
+        "1e999",
+        "-1e999",
+        "5e-324",
+        "2e-324",
+        "1E5",
+        "1e+5",
+        "123456789012345678",
+        "-12345678901234567",
+        "1234567890123456789",
+        "-9223372036854775808",
+        "9223372036854775807",
+        "18446744073709551616",
+        "9007199254740993",
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        "nan",
+        "inf",
+        "01",
+        "1.",
+        ".5",
+        "+1",
+        " 1",
+        "1 ",
+        "-",
+        "",
+        "true",
+        "false",
+        "null",
+        '"1"',
+        "[1,2]",
+        '{"a":1,"b":{"c":2}}',
+        '{"_type":"histogram","bins":[1]}',
+        "{}",
+        '"é\\u0000x"',
+        "1e5x",
+    ]
     keys = [f"k{i}" for i in range(len(texts))]
     got = typed(keys, texts)
     assert same(got, reference(keys, texts))
@@ -244,7 +309,12 @@ def test_mixed_batch_keeps_row_order_and_types():
     keys = ["s", "old", "min64", "n", "bad", "t"]
     texts = ['"s\\u00e9"', '{"x": 1, "y": {"z": 2.5}}', "-9223372036854775808", "NaN", "Nope", "true"]
     cols, source_rows = decoded(keys, texts)
-    rows = list(zip(source_rows.tolist(), *(cols[c].to_pylist() for c in ("key", "value", "value_int", "value_text", "value_type"))))
+    rows = list(
+        zip(
+            source_rows.tolist(),
+            *(cols[c].to_pylist() for c in ("key", "value", "value_int", "value_text", "value_type")),
+        )
+    )
     by_key = {r[1]: r for r in rows}
     assert by_key["s"][2:] == (None, None, "sé", "string")
     assert by_key["min64"][3] == -(2**63)
@@ -264,6 +334,21 @@ def test_all_numeric_batch_needs_no_row_mapping():
 
 
 def test_logged_json_is_what_json_dumps_writes():
-    for value in (0.1, -0.0, 1e-300, 2.5e17, math.nan, math.inf, -math.inf, 0, -7, 2**64 + 1, True, None, "a\nb",
-                  [1.5, math.nan], {"x": 1}):
+    for value in (
+        0.1,
+        -0.0,
+        1e-300,
+        2.5e17,
+        math.nan,
+        math.inf,
+        -math.inf,
+        0,
+        -7,
+        2**64 + 1,
+        True,
+        None,
+        "a\nb",
+        [1.5, math.nan],
+        {"x": 1},
+    ):
         assert logged_json(value) == json.dumps(value)

@@ -22,20 +22,49 @@ HOSTILE_KEYS = ["it's", 'a"b', "../up", "x; DROP TABLE history", "метрика
 def built(tmp_path_factory) -> Settings:
     root = tmp_path_factory.mktemp("runs")
     rows = [
-        {"a": 1.5, "nan": float("nan"), "pos_inf": float("inf"), "neg_inf": float("-inf"), "big": 2**53 + 1,
-         "min64": -(2**63), "huge": 2**70, "neg": -7, "text": "hello, 'world'", "flag": True,
-         "nested": {"x": 1, "y": {"z": 2.25}}, "lst": [1, 2, 3]},
+        {
+            "a": 1.5,
+            "nan": float("nan"),
+            "pos_inf": float("inf"),
+            "neg_inf": float("-inf"),
+            "big": 2**53 + 1,
+            "min64": -(2**63),
+            "huge": 2**70,
+            "neg": -7,
+            "text": "hello, 'world'",
+            "flag": True,
+            "nested": {"x": 1, "y": {"z": 2.25}},
+            "lst": [1, 2, 3],
+        },
         ({"sparse": 10.0}, {"commit": False}),  # merged into the next committed row
         {"b": 3.0},
         ({"a": 4.0}, {"step": 10}),  # explicit step
         ({"img": wandb.Image(np.zeros((4, 4, 3), dtype=np.uint8)), "h": wandb.Histogram([1, 2, 3])}, {"step": 11}),
         ({"sparse": 20.0}, {"step": 15}),
     ]
-    write_run(root, rows, run_id="values01", name="values", project="exact", config={"lr": 1e-5, "api_key": "sk-SECRET", "hub": {"hf_token": "hf_SECRET"}, "max_new_tokens": 512,
-                     "tokenizer": "qwen"})
+    write_run(
+        root,
+        rows,
+        run_id="values01",
+        name="values",
+        project="exact",
+        config={
+            "lr": 1e-5,
+            "api_key": "sk-SECRET",
+            "hub": {"hf_token": "hf_SECRET"},
+            "max_new_tokens": 512,
+            "tokenizer": "qwen",
+        },
+    )
     for i, name in enumerate(HOSTILE_NAMES):
-        write_run(root, [{key: float(j) for j, key in enumerate(HOSTILE_KEYS)}], run_id=f"hostile{i}", name=name,
-                  project="hostile ' project", tags=[name])
+        write_run(
+            root,
+            [{key: float(j) for j, key in enumerate(HOSTILE_KEYS)}],
+            run_id=f"hostile{i}",
+            name=name,
+            project="hostile ' project",
+            tags=[name],
+        )
     settings = Settings(home=tmp_path_factory.mktemp("home"), wandb_dirs=(root,))
     ingest(settings)
     warehouse.build(settings)
@@ -87,7 +116,8 @@ def test_run_metadata_and_no_secrets(built):
     con = warehouse.connect_readonly(built)
     try:
         name, state, config, last_step, entity = con.sql(
-            "select name, state, config, last_step, entity from runs where run_id = 'values01'").fetchone()
+            "select name, state, config, last_step, entity from runs where run_id = 'values01'"
+        ).fetchone()
         dump = " ".join(str(r) for r in con.sql("select * from runs").fetchall())
     finally:
         con.close()

@@ -28,8 +28,14 @@ def _write_negative_run(folder) -> None:
     for step in range(40):
         lines.append({"step": step, "reward": -1.0 + step / 40, "loss": 0.5 - step / 100})
         if step % 10 == 0:
-            lines.append({"step": step, "eval_loss": [2.0, 1.25, 1.5, 1.75][step // 10],
-                          "eval_accuracy": [0.25, 0.5, 0.5, 0.375][step // 10], "eval_runtime": 12.5})
+            lines.append(
+                {
+                    "step": step,
+                    "eval_loss": [2.0, 1.25, 1.5, 1.75][step // 10],
+                    "eval_accuracy": [0.25, 0.5, 0.5, 0.375][step // 10],
+                    "eval_runtime": 12.5,
+                }
+            )
     (folder / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
@@ -49,8 +55,9 @@ def con(tmp_path_factory):
 
 
 def _fit(con, name: str) -> dict:
-    row = con.sql("""select f.* from power_law_fit as f join runs as r using (run_key) where r.name = ?""",
-                  params=[name]).fetchone()
+    row = con.sql(
+        """select f.* from power_law_fit as f join runs as r using (run_key) where r.name = ?""", params=[name]
+    ).fetchone()
     assert row is not None, f"no power_law_fit row for {name}"
     columns = [c[0] for c in con.sql("select * from power_law_fit limit 0").description]
     return dict(zip(columns, row))
@@ -93,13 +100,16 @@ def test_fit_matches_numpy_on_the_logged_points(con):
     """Exponent, intercept, r², standard error and the t interval against numpy's least squares on history."""
     name = "league-main"
     run_key = _run_key(con, name)
-    points = con.sql("""
+    points = con.sql(
+        """
         select c.value as compute, p.value as reward
         from history as p
         join history as c on c.run_key = p.run_key and c.step = p.step
             and c.key = 'power_law/cumulative_simulated_years'
         where p.run_key = ? and p.key = 'power_law/reward_at_compute'
-        order by p.step""", params=[run_key]).fetchall()
+        order by p.step""",
+        params=[run_key],
+    ).fetchall()
     x, y = np.log([c for c, _ in points]), np.log([r for _, r in points])
     assert len(points) > 50 and all(r > 0 for _, r in points)
     (slope, intercept), cov = np.polyfit(x, y, 1, cov=True)  # cov scaled by SSE / (n - 2)
@@ -120,8 +130,11 @@ def test_fit_matches_numpy_on_the_logged_points(con):
 def test_verl_runs_sum_their_per_step_tokens(con):
     name = "verl-healthy"
     run_key = _run_key(con, name)
-    tokens = con.sql("""select step, value from history where run_key = ? and key = 'perf/total_num_tokens'
-                        order by step""", params=[run_key]).fetchall()
+    tokens = con.sql(
+        """select step, value from history where run_key = ? and key = 'perf/total_num_tokens'
+                        order by step""",
+        params=[run_key],
+    ).fetchall()
     fit = _fit(con, name)
     if not tokens:  # a verl run without perf/total_num_tokens falls back to steps
         assert fit["compute_basis"] == "steps"
@@ -136,8 +149,9 @@ def test_verl_runs_sum_their_per_step_tokens(con):
 
 
 def test_compute_basis_of_every_demo_run(con):
-    bases = dict(con.sql("select r.name, f.compute_basis from power_law_fit as f join runs as r using (run_key)")
-                 .fetchall())
+    bases = dict(
+        con.sql("select r.name, f.compute_basis from power_law_fit as f join runs as r using (run_key)").fetchall()
+    )
     for name, basis in bases.items():
         if name.startswith(("league-", "sweep-")):
             assert basis == "simulated_years", name
@@ -158,8 +172,9 @@ def test_compute_basis_of_every_demo_run(con):
 
 def test_a_run_whose_reward_is_never_positive_has_a_reason_and_no_fit(con):
     fit = _fit(con, NEGATIVE_RUN)
-    rewards = con.sql("select count(*) from history where run_key = ? and key = 'reward'",
-                      params=[_run_key(con, NEGATIVE_RUN)]).fetchone()[0]
+    rewards = con.sql(
+        "select count(*) from history where run_key = ? and key = 'reward'", params=[_run_key(con, NEGATIVE_RUN)]
+    ).fetchone()[0]
     assert fit["missing_reason"] == "no positive reward"
     assert fit["n_points"] == 0 and fit["n_excluded"] == fit["n_nonpositive"] == rewards == 40
     assert fit["exponent"] is None and fit["exponent_se"] is None and fit["r_squared"] is None
@@ -171,11 +186,15 @@ def test_eval_summary_matches_history(con):
     rows = con.sql("select * from eval_summary").fetchall()
     columns = [c[0] for c in con.sql("select * from eval_summary limit 0").description]
     mart = {(r[0], r[1]): dict(zip(columns, r)) for r in rows}
-    raw = con.sql("""select run_key, key, step, value from history
+    raw = con.sql(
+        """select run_key, key, step, value from history
                      where value is not null and value_text is null
-                       and (""" + " or ".join(f"starts_with(key, '{p}')" for p in EVAL_PREFIXES) + """)
+                       and ("""
+        + " or ".join(f"starts_with(key, '{p}')" for p in EVAL_PREFIXES)
+        + """)
                        and key not like '%runtime' and key not like '%per_second'
-                     order by run_key, key, step""").fetchall()
+                     order by run_key, key, step"""
+    ).fetchall()
     series: dict[tuple[str, str], list[tuple[int, float]]] = {}
     for run_key, key, step, value in raw:
         series.setdefault((run_key, key), []).append((step, value))
@@ -197,17 +216,27 @@ def test_eval_summary_matches_history(con):
 
 def test_eval_summary_on_a_verl_run_and_a_loss(con):
     verl = _run_key(con, "verl-length-collapse")
-    first, last, best, best_step = con.sql("""
+    first, last, best, best_step = con.sql(
+        """
         select arg_min(value, step), arg_max(value, step), max(value), arg_max(step, value)
-        from history where run_key = ? and key = 'val-core/gsm8k/acc/mean@1'""", params=[verl]).fetchone()
-    got = con.sql("""select first_value, last_value, best_value, best_step, improvement from eval_summary
-                     where run_key = ? and key = 'val-core/gsm8k/acc/mean@1'""", params=[verl]).fetchone()
+        from history where run_key = ? and key = 'val-core/gsm8k/acc/mean@1'""",
+        params=[verl],
+    ).fetchone()
+    got = con.sql(
+        """select first_value, last_value, best_value, best_step, improvement from eval_summary
+                     where run_key = ? and key = 'val-core/gsm8k/acc/mean@1'""",
+        params=[verl],
+    ).fetchone()
     assert got[:4] == (first, last, best, best_step)
     assert got[4] < 0  # the collapse: validation accuracy ends below where it started
     neg = _run_key(con, NEGATIVE_RUN)
-    summary = {k: (b, bs, hib, imp) for k, b, bs, hib, imp in con.sql(
-        """select key, best_value, best_step, higher_is_better, improvement from eval_summary where run_key = ?""",
-        params=[neg]).fetchall()}
+    summary = {
+        k: (b, bs, hib, imp)
+        for k, b, bs, hib, imp in con.sql(
+            """select key, best_value, best_step, higher_is_better, improvement from eval_summary where run_key = ?""",
+            params=[neg],
+        ).fetchall()
+    }
     assert set(summary) == {"eval_loss", "eval_accuracy"}  # eval_runtime is what evaluating cost, not what it found
     assert summary["eval_loss"] == (1.25, 10, False, 0.25)  # a loss is best at its minimum; 2.0 -> 1.75 improved
     assert summary["eval_accuracy"] == (0.5, 10, True, 0.125)  # first step reaching the maximum

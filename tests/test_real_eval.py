@@ -26,7 +26,9 @@ def test_real_problems_are_caught_with_few_false_alarms(scored):
 
 
 def test_labels_name_real_checks_and_their_files_exist():
-    names = {path.stem for path in check_eval.REAL_FIXTURES.parent.parent.parent.joinpath("sql", "checks").glob("*.sql")}
+    names = {
+        path.stem for path in check_eval.REAL_FIXTURES.parent.parent.parent.joinpath("sql", "checks").glob("*.sql")
+    }
     for run in check_eval.load_real_labels():
         assert {p["check"] for p in run["problems"]} | {a["check"] for a in run["acceptable"]} <= names, run["name"]
         assert all((run["folder"] / f).is_file() for f in run["files"]), run["name"]
@@ -45,8 +47,9 @@ def test_reports_of_real_runs_give_the_labelled_verdict_and_a_labelled_root_caus
     wrong = []
     try:
         for run in check_eval.load_real_labels():
-            doc = run_report.build(con, scored["run_keys"][run["name"]], rules,
-                                   findings=scored["findings"].get(run["name"], []))
+            doc = run_report.build(
+                con, scored["run_keys"][run["name"]], rules, findings=scored["findings"].get(run["name"], [])
+            )
             allowed = {p["check"] for p in run["problems"]} | {a["check"] for a in run["acceptable"]}
             root = (doc["root_cause"] or {}).get("check")
             accepted = {a["check"] for a in run["acceptable"]}

@@ -51,7 +51,10 @@ def test_every_value_equals_the_independent_decode(lake):
 def test_run_metadata(lake):
     root, report = lake
     run = duckdb.sql(f"select * from read_parquet('{root}/runs/source=wandb_offline/*.parquet')").fetchall()
-    cols = [d[0] for d in duckdb.sql(f"select * from read_parquet('{root}/runs/source=wandb_offline/*.parquet')").description]
+    cols = [
+        d[0]
+        for d in duckdb.sql(f"select * from read_parquet('{root}/runs/source=wandb_offline/*.parquet')").description
+    ]
     (row,) = [dict(zip(cols, r)) for r in run]
     assert (row["run_id"], row["project"], row["name"]) == ("gjvwlq13", "retool_opd", "qwen2_3b_opd")
     assert row["wandb_version"] == "0.23.0" and row["last_step"] == 58 and row["history_rows"] == 59

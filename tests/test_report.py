@@ -64,10 +64,26 @@ def test_one_recommendation_without_repeats_or_contradictions(demo):
 def test_conflicting_advice_is_resolved_towards_the_story_that_came_first():
     rules = {rule.name: rule for rule in checks.load_checks()}
     findings = [
-        {"check": "kl_spike", "severity": "error", "step": 50, "step_end": None, "metric": "kl", "value": 1.0,
-         "threshold": 0.2, "message": "spike"},
-        {"check": "too_conservative", "severity": "warn", "step": 10, "step_end": 40, "metric": "kl", "value": 0.001,
-         "threshold": 0.002, "message": "flat"},
+        {
+            "check": "kl_spike",
+            "severity": "error",
+            "step": 50,
+            "step_end": None,
+            "metric": "kl",
+            "value": 1.0,
+            "threshold": 0.2,
+            "message": "spike",
+        },
+        {
+            "check": "too_conservative",
+            "severity": "warn",
+            "step": 10,
+            "step_end": 40,
+            "metric": "kl",
+            "value": 0.001,
+            "threshold": 0.002,
+            "message": "flat",
+        },
     ]
     told = story.tell(findings, rules, list(range(100)))
     assert told.root["check"] == "kl_spike" and told.verdict == "unhealthy"
@@ -119,13 +135,24 @@ def test_tracker_entry_is_added_once_and_updated_in_place(demo, tmp_path):
     doc = json.loads((demo.reports_dir / "verl-plateau" / "report.json").read_text())
     changed = dict(doc, verdict="unhealthy")
     assert tracker.update(path, changed, doc["files"]["markdown"])
-    assert path.read_text().count("### verl-plateau — unhealthy") == 1 and "### verl-plateau — watch" not in path.read_text()
+    assert (
+        path.read_text().count("### verl-plateau — unhealthy") == 1
+        and "### verl-plateau — watch" not in path.read_text()
+    )
 
 
 def test_a_real_run_given_as_a_path(tmp_path):
     """The real verl run whose length collapsed: given as its folder, with no variables set."""
-    doc = json.loads(grpolens("report", str(LENGTH_COLLAPSE), "--format", "json",
-                              env={"GRPOLENS_HOME": str(tmp_path / "home")}, check=True).stdout)
+    doc = json.loads(
+        grpolens(
+            "report",
+            str(LENGTH_COLLAPSE),
+            "--format",
+            "json",
+            env={"GRPOLENS_HOME": str(tmp_path / "home")},
+            check=True,
+        ).stdout
+    )
     assert doc["run"] == "qwen2_3b_opd" and doc["verdict"] == "unhealthy"
     assert doc["root_cause"]["check"] == "response_length_collapse"
     consequences = {f["check"] for f in doc["findings"] if f["consequence_of"] == "response_length_collapse"}
@@ -151,9 +178,13 @@ def test_runs_with_little_to_judge_get_a_report_that_says_why(tmp_path):
     logs = tmp_path / "logs"
     _jsonl(logs / "tiny" / "metrics.jsonl", [{"step": s, "reward": 0.1 * s, "kl": 0.01} for s in range(1, 4)])
     _jsonl(logs / "custom" / "metrics.jsonl", [{"step": s, "my/score": s, "my/thing": 2 * s} for s in range(30)])
-    _jsonl(logs / "nonfinite" / "metrics.jsonl",
-           [{"step": s, "reward": 0.5 + 0.01 * s, "loss": float("nan") if s % 7 == 0 else 0.1, "grad_norm": 0.5}
-            for s in range(40)])
+    _jsonl(
+        logs / "nonfinite" / "metrics.jsonl",
+        [
+            {"step": s, "reward": 0.5 + 0.01 * s, "loss": float("nan") if s % 7 == 0 else 0.1, "grad_norm": 0.5}
+            for s in range(40)
+        ],
+    )
     env = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_TRAINER_LOGS": str(logs)}
     grpolens("refresh", env=env, check=True)
     tiny = report_json(Settings(home=tmp_path / "home"), "tiny")
@@ -198,7 +229,10 @@ def test_hostile_run_names_stay_inside_the_reports_folder(tmp_path):
         folder.mkdir(parents=True)
         (folder / run_report.RUN_KEY_FILE).write_text(key)
         taken.append(folder.name)
-    assert len(set(taken)) == 3 and run_report.report_dir(reports, {"run_key": "c:1", "name": "same", "run_id": "1"}).name == taken[2]
+    assert (
+        len(set(taken)) == 3
+        and run_report.report_dir(reports, {"run_key": "c:1", "name": "same", "run_id": "1"}).name == taken[2]
+    )
 
 
 def test_reports_never_take_the_writer_lock(demo):
@@ -209,9 +243,16 @@ def test_reports_never_take_the_writer_lock(demo):
     from tests.conftest import BIN
 
     env = {**os.environ, "GRPOLENS_HOME": str(demo.home)}
-    procs = [subprocess.Popen([str(BIN / "grpolens"), "report", name, "--format", "json"], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for name in ("verl-kl-blowup", "trl-reward-hacking")]
+    procs = [
+        subprocess.Popen(
+            [str(BIN / "grpolens"), "report", name, "--format", "json"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("verl-kl-blowup", "trl-reward-hacking")
+    ]
     outputs = [proc.communicate(timeout=300) for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0], outputs
     assert {json.loads(out)["run"] for out, _ in outputs} == {"verl-kl-blowup", "trl-reward-hacking"}
@@ -219,12 +260,28 @@ def test_reports_never_take_the_writer_lock(demo):
 
 def test_an_isolated_spike_the_run_recovered_from_is_transient():
     rules = {rule.name: rule for rule in checks.load_checks()}
-    spike = {"check": "grad_norm_spike", "severity": "error", "step": 40, "step_end": 41, "metric": "grad_norm",
-             "value": 30.0, "threshold": 10.0, "message": "spike"}
+    spike = {
+        "check": "grad_norm_spike",
+        "severity": "error",
+        "step": 40,
+        "step_end": 41,
+        "metric": "grad_norm",
+        "value": 30.0,
+        "threshold": 10.0,
+        "message": "spike",
+    }
     told = story.tell([spike], rules, list(range(200)))
     assert told.verdict == "watch" and told.findings[0]["transient"] and told.root["check"] == "grad_norm_spike"
-    collapse = {"check": "response_length_collapse", "severity": "error", "step": 45, "step_end": None,
-                "metric": "response_length_mean", "value": 10.0, "threshold": 0.3, "message": "collapse"}
+    collapse = {
+        "check": "response_length_collapse",
+        "severity": "error",
+        "step": 45,
+        "step_end": None,
+        "metric": "response_length_mean",
+        "value": 10.0,
+        "threshold": 0.3,
+        "message": "collapse",
+    }
     told = story.tell([spike, collapse], rules, list(range(200)))
     assert told.verdict == "unhealthy" and told.root["check"] == "response_length_collapse"
     assert not told.findings[1]["transient"] and told.findings[1]["consequence_of"] == "response_length_collapse"

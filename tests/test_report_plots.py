@@ -17,8 +17,12 @@ CURVES_SCHEMA = {"step": pl.Int64, "metric": pl.Utf8, "value": pl.Float64}
 
 
 def _curves(**series) -> pl.DataFrame:
-    frames = [pl.DataFrame({"step": STEPS[: len(v)], "metric": [m] * len(v), "value": np.asarray(v, dtype=float)},
-                           schema=CURVES_SCHEMA) for m, v in series.items()]
+    frames = [
+        pl.DataFrame(
+            {"step": STEPS[: len(v)], "metric": [m] * len(v), "value": np.asarray(v, dtype=float)}, schema=CURVES_SCHEMA
+        )
+        for m, v in series.items()
+    ]
     return pl.concat(frames)
 
 
@@ -33,12 +37,19 @@ def _finding(**kw) -> dict:
 
 def test_core_curves_png_size_and_panel_order(tmp_path):
     rng = np.random.default_rng(0)
-    curves = _curves(loss=rng.normal(size=100), kl=rng.uniform(0.01, 0.02, 100), reward_mean=np.linspace(0, 1, 100),
-                     zzz_custom=rng.normal(size=100), entropy=rng.normal(size=100))
+    curves = _curves(
+        loss=rng.normal(size=100),
+        kl=rng.uniform(0.01, 0.02, 100),
+        reward_mean=np.linspace(0, 1, 100),
+        zzz_custom=rng.normal(size=100),
+        entropy=rng.normal(size=100),
+    )
     img = _png(plots.core_curves(curves, [], tmp_path / "sub" / "core.png", "core"))
     rows = math.ceil(5 / 2)
-    assert img.shape[:2] == (round(plots.DPI * (rows * plots.PANEL_HEIGHT + plots.TOP_BAND + plots.BOTTOM_BAND)),
-                             round(plots.DPI * plots.WIDTH))
+    assert img.shape[:2] == (
+        round(plots.DPI * (rows * plots.PANEL_HEIGHT + plots.TOP_BAND + plots.BOTTOM_BAND)),
+        round(plots.DPI * plots.WIDTH),
+    )
     fig = plots.core_figure(curves, [], "core")
     try:
         assert [ax.get_title() for ax in fig.axes] == ["reward_mean", "kl", "entropy", "loss", "zzz_custom"]
@@ -92,7 +103,7 @@ def test_finding_shades_its_span_on_its_own_panel_only(tmp_path):
     def region(i, x0, x1):
         box = boxes[i]
         top, bottom = int(height - box.y1) + 3, int(height - box.y0) - 3
-        return differ[top:bottom, int(max(x0, box.x0 + 3)):int(min(x1, box.x1 - 3))]
+        return differ[top:bottom, int(max(x0, box.x0 + 3)) : int(min(x1, box.x1 - 3))]
 
     onset, end = x_of[0](30), x_of[0](60)
     assert end - onset > 60  # the span is wide enough for the assertions to mean something
@@ -106,9 +117,11 @@ def test_finding_shades_its_span_on_its_own_panel_only(tmp_path):
 
 def test_open_ended_finding_shades_to_last_step_and_unplotted_metric_is_labelled_on_first_panel():
     curves = _curves(reward_mean=np.linspace(0, 1, 100), kl=np.linspace(0, 1, 100))
-    findings = [_finding(step=80, step_end=None, metric="kl", check="kl_spike", severity="warn"),
-                _finding(step=10, step_end=None, metric="not_plotted", check="mystery", severity="info"),
-                _finding(step=None, check="no_onset")]
+    findings = [
+        _finding(step=80, step_end=None, metric="kl", check="kl_spike", severity="warn"),
+        _finding(step=10, step_end=None, metric="not_plotted", check="mystery", severity="info"),
+        _finding(step=None, check="no_onset"),
+    ]
     fig = plots.core_figure(curves, findings, "t")
     try:
         first, kl = fig.axes
@@ -150,35 +163,71 @@ def test_nothing_to_draw_gives_none(tmp_path):
     assert plots.core_curves(_curves(kl=[np.nan, np.inf], loss=[np.nan]), [_finding()], out, "t") is None
     assert plots.core_curves(pl.DataFrame(schema=CURVES_SCHEMA), [], out, "t") is None
     assert plots.core_curves(pl.DataFrame(), [], out, "t") is None
-    assert plots.elo_gap(pl.DataFrame(schema={"step": pl.Int64, "gap": pl.Float64, "gap_ci_low": pl.Float64,
-                                              "gap_ci_high": pl.Float64}), out, "t") is None
-    assert plots.elo_gap(pl.DataFrame({"step": [1, 2], "gap": [np.nan, None], "gap_ci_low": [None, None],
-                                       "gap_ci_high": [None, None]}), out, "t") is None
-    assert plots.reward_components(pl.DataFrame(schema={"step": pl.Int64, "component": pl.Utf8,
-                                                        "value": pl.Float64}), out, "t") is None
+    assert (
+        plots.elo_gap(
+            pl.DataFrame(
+                schema={"step": pl.Int64, "gap": pl.Float64, "gap_ci_low": pl.Float64, "gap_ci_high": pl.Float64}
+            ),
+            out,
+            "t",
+        )
+        is None
+    )
+    assert (
+        plots.elo_gap(
+            pl.DataFrame(
+                {"step": [1, 2], "gap": [np.nan, None], "gap_ci_low": [None, None], "gap_ci_high": [None, None]}
+            ),
+            out,
+            "t",
+        )
+        is None
+    )
+    assert (
+        plots.reward_components(
+            pl.DataFrame(schema={"step": pl.Int64, "component": pl.Utf8, "value": pl.Float64}), out, "t"
+        )
+        is None
+    )
     assert plots.reward_components(pl.DataFrame({"step": [1], "component": ["a"], "value": [np.nan]}), out, "t") is None
-    assert plots.step_time_shares(pl.DataFrame(schema={"step": pl.Int64, "phase": pl.Utf8, "seconds": pl.Float64}),
-                                  out, "t") is None
-    assert plots.step_time_shares(pl.DataFrame({"step": [1, 2], "phase": ["gen", "gen"], "seconds": [0.0, 0.0]}),
-                                  out, "t") is None
+    assert (
+        plots.step_time_shares(
+            pl.DataFrame(schema={"step": pl.Int64, "phase": pl.Utf8, "seconds": pl.Float64}), out, "t"
+        )
+        is None
+    )
+    assert (
+        plots.step_time_shares(pl.DataFrame({"step": [1, 2], "phase": ["gen", "gen"], "seconds": [0.0, 0.0]}), out, "t")
+        is None
+    )
     assert not out.exists()
 
 
 def test_single_point_draws_everywhere(tmp_path):
     one = {"step": [7]}
     assert _png(plots.core_curves(_curves(kl=[0.5]), [_finding(step=7, metric="kl")], tmp_path / "c.png", "t")).size
-    assert _png(plots.elo_gap(pl.DataFrame(one | {"gap": [3.0], "gap_ci_low": [1.0], "gap_ci_high": [5.0]}),
-                              tmp_path / "e.png", "t")).size
-    assert _png(plots.reward_components(pl.DataFrame(one | {"component": ["a"], "value": [-1.0]}),
-                                        tmp_path / "r.png", "t")).size
-    assert _png(plots.step_time_shares(pl.DataFrame(one | {"phase": ["gen"], "seconds": [2.0]}),
-                                       tmp_path / "s.png", "t")).size
+    assert _png(
+        plots.elo_gap(
+            pl.DataFrame(one | {"gap": [3.0], "gap_ci_low": [1.0], "gap_ci_high": [5.0]}), tmp_path / "e.png", "t"
+        )
+    ).size
+    assert _png(
+        plots.reward_components(pl.DataFrame(one | {"component": ["a"], "value": [-1.0]}), tmp_path / "r.png", "t")
+    ).size
+    assert _png(
+        plots.step_time_shares(pl.DataFrame(one | {"phase": ["gen"], "seconds": [2.0]}), tmp_path / "s.png", "t")
+    ).size
 
 
 def test_elo_gap_png(tmp_path):
-    gap = pl.DataFrame({"step": [40, 0, 10, 20, 30, 10], "gap": [20.0, 0.0, 99.0, 12.0, -3.0, 5.0],
-                        "gap_ci_low": [None, None, -2.0, 4.0, -10.0, -2.0],
-                        "gap_ci_high": [None, None, 10.0, 20.0, 4.0, 10.0]})
+    gap = pl.DataFrame(
+        {
+            "step": [40, 0, 10, 20, 30, 10],
+            "gap": [20.0, 0.0, 99.0, 12.0, -3.0, 5.0],
+            "gap_ci_low": [None, None, -2.0, 4.0, -10.0, -2.0],
+            "gap_ci_high": [None, None, 10.0, 20.0, 4.0, 10.0],
+        }
+    )
     img = _png(plots.elo_gap(gap, tmp_path / "elo.png", "Elo"))
     assert img.shape[:2] == (400, 1000)
 
@@ -190,11 +239,13 @@ def test_split_stacks():
 
 
 def _components(penalty: list[float]) -> pl.DataFrame:
-    return pl.concat([
-        pl.DataFrame({"step": STEPS[:50], "component": "correctness", "value": np.linspace(0.2, 1.0, 50)}),
-        pl.DataFrame({"step": STEPS[:50:10], "component": "format", "value": [0.1, 0.2, 0.3, 0.4, 0.5]}),
-        pl.DataFrame({"step": [0, 20, 21, 22, 23], "component": "length_penalty", "value": penalty}),
-    ])
+    return pl.concat(
+        [
+            pl.DataFrame({"step": STEPS[:50], "component": "correctness", "value": np.linspace(0.2, 1.0, 50)}),
+            pl.DataFrame({"step": STEPS[:50:10], "component": "format", "value": [0.1, 0.2, 0.3, 0.4, 0.5]}),
+            pl.DataFrame({"step": [0, 20, 21, 22, 23], "component": "length_penalty", "value": penalty}),
+        ]
+    )
 
 
 def test_component_stacks_outer_join_and_forward_fill():
@@ -208,18 +259,22 @@ def test_component_stacks_outer_join_and_forward_fill():
 
 def test_reward_components_negative_penalty_dips_below_zero(tmp_path):
     green = np.array(plt.get_cmap("tab10")(2)[:3]) * 0.85 + 0.15  # the third component's colour over white
+
     def greens(penalty):
         img = _png(plots.reward_components(_components(penalty), tmp_path / "r.png", "Reward"))
         assert img.shape[:2] == (450, 1000)
         return (np.abs(img[..., :3] - green).max(axis=2) < 0.03).sum()
+
     assert greens([0.0, -0.5, -0.7, -0.4, 0.0]) > 1000
     assert greens([0.0, 0.0, 0.0, 0.0, 0.0]) < 400  # the legend swatch only
 
 
 def _phases(n: int) -> pl.DataFrame:
     rng = np.random.default_rng(2)
-    frames = [pl.DataFrame({"step": STEPS, "phase": f"p{i:02d}", "seconds": rng.uniform(0, 10 / (i + 1), 100)})
-              for i in range(n)]
+    frames = [
+        pl.DataFrame({"step": STEPS, "phase": f"p{i:02d}", "seconds": rng.uniform(0, 10 / (i + 1), 100)})
+        for i in range(n)
+    ]
     return pl.concat(frames).sample(fraction=1.0, shuffle=True, seed=3)
 
 
@@ -234,8 +289,13 @@ def test_phase_shares_rolls_small_phases_into_other():
 
 
 def test_phase_shares_missing_nan_and_duplicate_steps():
-    phases = pl.DataFrame({"step": [2, 1, 3, 1, 2, 3], "phase": ["gen", "gen", "gen", "late", "late", "late"],
-                           "seconds": [2.0, 1.0, 3.0, np.nan, 4.0, 9.0]})
+    phases = pl.DataFrame(
+        {
+            "step": [2, 1, 3, 1, 2, 3],
+            "phase": ["gen", "gen", "gen", "late", "late", "late"],
+            "seconds": [2.0, 1.0, 3.0, np.nan, 4.0, 9.0],
+        }
+    )
     phases = pl.concat([phases, pl.DataFrame({"step": [3], "phase": ["late"], "seconds": [6.0]})])  # last one wins
     steps, names, seconds, shares = plots.phase_shares(phases)
     assert list(steps) == [1, 2, 3] and names == ["late", "gen"]
@@ -250,9 +310,12 @@ def test_step_time_shares_png(tmp_path):
 
 
 def test_markdown_image_round_trips(tmp_path):
-    path = plots.elo_gap(pl.DataFrame({"step": [0, 1], "gap": [0.0, 1.0], "gap_ci_low": [None, 0.5],
-                                       "gap_ci_high": [None, 1.5]}), tmp_path / "e.png", "t")
+    path = plots.elo_gap(
+        pl.DataFrame({"step": [0, 1], "gap": [0.0, 1.0], "gap_ci_low": [None, 0.5], "gap_ci_high": [None, 1.5]}),
+        tmp_path / "e.png",
+        "t",
+    )
     md = plots.markdown_image(path, "Elo [gap]")
     prefix = "![Elo (gap)](data:image/png;base64,"
     assert md.startswith(prefix) and md.endswith(")")
-    assert base64.b64decode(md[len(prefix):-1], validate=True) == path.read_bytes()
+    assert base64.b64decode(md[len(prefix) : -1], validate=True) == path.read_bytes()

@@ -21,8 +21,15 @@ TRL_RUN = "wandb:testers/tests/samples1"
 def _build(home: Path, wandb_dirs: Path) -> duckdb.DuckDBPyConnection:
     """Ingest, then build only `runs` and `history` (and what they read): the samples need nothing else."""
     grpolens("--home", str(home), "ingest", env={"GRPOLENS_WANDB_DIRS": str(wandb_dirs)}, check=True)
-    grpolens("--home", str(home), "build", "--select", "+history +runs", env={"DBT_INDIRECT_SELECTION": "cautious"},
-             check=True)
+    grpolens(
+        "--home",
+        str(home),
+        "build",
+        "--select",
+        "+history +runs",
+        env={"DBT_INDIRECT_SELECTION": "cautious"},
+        check=True,
+    )
     return duckdb.connect(str(home / "grpolens.duckdb"), read_only=True)
 
 
@@ -46,8 +53,10 @@ def trl_con(tmp_path_factory):
             row = {"reward": 0.8 if step < 25 else 0.1}
             if step % 10 == 0:  # TRL logs step as a string; completions collapse after step 25
                 text = "Let me think step by step. " * 40 if step < 25 else "42"
-                row["completions"] = wandb.Table(columns=["step", "prompt", "completion", "reward"], data=[
-                    [str(step), f"question {i} at {step}", f"{text} (sample {i})", 0.25 * i] for i in range(4)])
+                row["completions"] = wandb.Table(
+                    columns=["step", "prompt", "completion", "reward"],
+                    data=[[str(step), f"question {i} at {step}", f"{text} (sample {i})", 0.25 * i] for i in range(4)],
+                )
             yield row
 
     with pytest.MonkeyPatch.context() as mp:
@@ -102,13 +111,16 @@ def test_wandb_offline_trl_table(trl_con):
 
 # Bad input, on a small warehouse of our own: the same two tables, the files where a run folder keeps them.
 
+
 def _warehouse(tmp_path: Path, refs: dict[str, list[int]], source_files=None) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     con.execute("create table runs (run_key varchar, name varchar, source varchar, source_files varchar[])")
     con.execute("create table history (run_key varchar, step bigint, key varchar, value double, value_text varchar)")
     wandb_file = tmp_path / "run-x" / "run-x.wandb"
-    con.execute("insert into runs values ('r', 'r', 'wandb', ?)",
-                [[str(wandb_file)] if source_files is None else source_files or None])
+    con.execute(
+        "insert into runs values ('r', 'r', 'wandb', ?)",
+        [[str(wandb_file)] if source_files is None else source_files or None],
+    )
     for key, steps in refs.items():
         for step in steps:
             ref = {"_type": "table-file", "path": f"media/table/{key}_{step}_abc123.table.json", "nrows": 2}
@@ -124,8 +136,10 @@ def _table_file(tmp_path: Path, key: str, step: int, content) -> Path:
 
 
 def _long(step: int, text: str, n: int = 2) -> dict:
-    return {"columns": ["step", "prompt", "completion", "reward"],
-            "data": [[step, f"p{i}", f"{text}{i}", 1.0] for i in range(n)]}
+    return {
+        "columns": ["step", "prompt", "completion", "reward"],
+        "data": [[step, f"p{i}", f"{text}{i}", 1.0] for i in range(n)],
+    }
 
 
 def test_no_tables_and_not_offline(tmp_path):
@@ -176,19 +190,32 @@ def test_samples_from_table_pure():
     got, why = samples_from_table({"columns": ["step", "question", "score"], "data": [[1, "q", 0.5]]})
     assert got == [] and "no completion-like text column" in why
     nan = float("nan")
-    table = {"columns": ["step", "prompt", "completion", "completion_length", "accuracy_reward", "format_reward",
-                         "advantage"],
-             "data": [["7", "p" * 1000, "x" * 700, 700, 1.0, 0.5, 0.3],  # step as TRL writes it: a string
-                      [8, [{"role": "user", "content": "hi"}], {"text": "odd"}, 3, nan, 1.0, 0.1],
-                      [9, "p", None, 0, 1.0, 1.0, 0.0],  # no completion: not a sample
-                      [10, "p", "short"]]}  # ragged row: skipped
+    table = {
+        "columns": [
+            "step",
+            "prompt",
+            "completion",
+            "completion_length",
+            "accuracy_reward",
+            "format_reward",
+            "advantage",
+        ],
+        "data": [
+            ["7", "p" * 1000, "x" * 700, 700, 1.0, 0.5, 0.3],  # step as TRL writes it: a string
+            [8, [{"role": "user", "content": "hi"}], {"text": "odd"}, 3, nan, 1.0, 0.1],
+            [9, "p", None, 0, 1.0, 1.0, 0.0],  # no completion: not a sample
+            [10, "p", "short"],
+        ],
+    }  # ragged row: skipped
     got, why = samples_from_table(table, max_chars=600)
     assert why is None and len(got) == 2
     assert got[0]["step"] == 7 and got[0]["length_chars"] == 700 and got[0]["completion"] == "x" * 600 + "…"
     assert got[0]["prompt"] == "…" + "p" * 600 and got[0]["reward"] == 1.5  # two reward functions: their sum
     assert got[1]["reward"] is None and got[1]["prompt"] == "user: hi" and json.loads(got[1]["completion"])
-    wide = {"columns": ["step", "input_1", "output_1", "score_1", "input_2", "output_2", "score_2"],
-            "data": [[40, "i1", "o1", nan, "i2", 17, "bad"]]}
+    wide = {
+        "columns": ["step", "input_1", "output_1", "score_1", "input_2", "output_2", "score_2"],
+        "data": [[40, "i1", "o1", nan, "i2", 17, "bad"]],
+    }
     got, _ = samples_from_table(wide)
     assert [(s["prompt"], s["completion"], s["reward"]) for s in got] == [("i1", "o1", None), ("i2", "17", None)]
     numbered = {"columns": ["prompt", "completion", "reward_fn_1", "reward_fn_2"], "data": [["p", "c", 1.0, 0.5]]}

@@ -35,8 +35,17 @@ def test_lr_sweep_ranking_effects_confounding_and_next_experiments(sweeps):
     settings, specs = sweeps
     truth = specs["lr-sweep"].truth
     doc = run_sweep(settings, "sweep", "--group", "lr-sweep")
-    assert set(doc) >= {"selection", "metric", "higher_is_better", "runs", "effects", "pareto", "power_law",
-                        "recommendations", "files"}
+    assert set(doc) >= {
+        "selection",
+        "metric",
+        "higher_is_better",
+        "runs",
+        "effects",
+        "pareto",
+        "power_law",
+        "recommendations",
+        "files",
+    }
     assert doc["metric"] == "task_score" and doc["higher_is_better"]
     order = [r["run"] for r in doc["runs"]]
     assert order[0] == truth["best"] and [r["rank"] for r in doc["runs"]] == list(range(1, 7))
@@ -88,12 +97,15 @@ def test_runs_of_different_lengths_and_a_crash(sweeps):
     assert doc["effects"][0]["param"] == "num_generations" and doc["effects"][0]["spearman"] > 0
 
 
-@pytest.mark.parametrize("args, said", [
-    (("sweep", "--group", "solo"), "has one run"),
-    (("sweep", "--group", "flat"), "nothing varies"),
-    (("sweep", "--group", "no-shared-metric"), "share no metric"),
-    (("sweep", "--group", "no-such-group"), "no runs with group no-such-group"),
-])
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (("sweep", "--group", "solo"), "has one run"),
+        (("sweep", "--group", "flat"), "nothing varies"),
+        (("sweep", "--group", "no-shared-metric"), "share no metric"),
+        (("sweep", "--group", "no-such-group"), "no runs with group no-such-group"),
+    ],
+)
 def test_sweeps_that_cannot_be_compared_say_so_in_one_line(sweeps, args, said):
     settings, _ = sweeps
     proc = grpolens(*args, env={"GRPOLENS_HOME": str(settings.home)})
@@ -114,9 +126,12 @@ def test_run_outcomes_holds_the_same_numbers(sweeps):
     doc = run_sweep(settings, "sweep", "--group", "lr-sweep")
     con = warehouse.connect_readonly(settings)
     try:
-        rows = {name: rest for name, *rest in con.execute(
-            "select name, score, ci_low, ci_high, primary_metric from run_outcomes where group_name = 'lr-sweep'"
-        ).fetchall()}
+        rows = {
+            name: rest
+            for name, *rest in con.execute(
+                "select name, score, ci_low, ci_high, primary_metric from run_outcomes where group_name = 'lr-sweep'"
+            ).fetchall()
+        }
     finally:
         con.close()
     for run in doc["runs"]:
@@ -139,8 +154,14 @@ def test_statistics_on_known_inputs():
     together = sweep_stats.confounded(params, ["a", "b", "c"])
     assert together == {"lr": ["kl"], "kl": ["lr"], "opt": []}
     assert sweep_stats.pareto_front([1.0, 2.0, 1.5], [1.0, 3.0, 4.0], True) == [0, 1]
-    assert set(sweep_stats.varying({"a": {"seed": 1, "lr": 1, "output_dir": "/a", "x": 1},
-                                    "b": {"seed": 2, "lr": 2, "output_dir": "/b", "x": 1}})) == {"lr"}
+    assert set(
+        sweep_stats.varying(
+            {
+                "a": {"seed": 1, "lr": 1, "output_dir": "/a", "x": 1},
+                "b": {"seed": 2, "lr": 2, "output_dir": "/b", "x": 1},
+            }
+        )
+    ) == {"lr"}
 
 
 def test_dagster_sweep_reports_asset_shows_each_groups_ranking(sweeps):
@@ -150,8 +171,11 @@ def test_dagster_sweep_reports_asset_shows_each_groups_ranking(sweeps):
     from pipeline.resources import GrpolensResource
 
     settings, specs = sweeps
-    result = dg.materialize([sweep_reports], resources={"grpolens": GrpolensResource(home=str(settings.home))},
-                            instance=dg.DagsterInstance.ephemeral())
+    result = dg.materialize(
+        [sweep_reports],
+        resources={"grpolens": GrpolensResource(home=str(settings.home))},
+        instance=dg.DagsterInstance.ephemeral(),
+    )
     assert result.success
     (metadata,) = [m.event_specific_data.materialization.metadata for m in result.get_asset_materialization_events()]
     assert f"| 1 | {specs['lr-sweep'].truth['best']} |" in metadata["group lr-sweep"].value
@@ -169,8 +193,17 @@ def test_compare_real_runs_whose_varying_config_is_a_list(tmp_path):
     for path in (LENGTH_COLLAPSE, REAL_RUNS / "verl-opd-qwen2-3b-stable"):
         grpolens("report", str(path), "--format", "json", env=env, check=True)
     out = tmp_path / "compare"
-    done = grpolens("compare", "qwen2_3b_opd", "verl-opd-qwen2-3b-stable", "--out", str(out), "--format", "json",
-                    env=env, check=True)
+    done = grpolens(
+        "compare",
+        "qwen2_3b_opd",
+        "verl-opd-qwen2-3b-stable",
+        "--out",
+        str(out),
+        "--format",
+        "json",
+        env=env,
+        check=True,
+    )
     doc = json.loads(done.stdout)
     listed = [e["param"] for e in doc["effects"][:4] if any(str(lv["value"]).startswith("[") for lv in e["levels"])]
     assert listed, "the fixture pair no longer varies a list-valued config entry among its first effects"

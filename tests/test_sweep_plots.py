@@ -8,7 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.report import plots, sweep_plots as sp
+from pipeline.report import plots
+from pipeline.report import sweep_plots as sp
 
 
 @pytest.fixture(autouse=True)
@@ -27,19 +28,31 @@ def _png(path) -> np.ndarray:
 
 def _runs(n: int = 5) -> pl.DataFrame:
     score = np.array([0.5, 0.9, 0.1, 0.7, 0.85, 0.3, 0.2][:n])
-    return pl.DataFrame({"run": [f"run-{i}" for i in range(n)], "score": score, "ci_low": score - 0.1,
-                         "ci_high": score + 0.1, "tied_with_best": score >= 0.75})
+    return pl.DataFrame(
+        {
+            "run": [f"run-{i}" for i in range(n)],
+            "score": score,
+            "ci_low": score - 0.1,
+            "ci_high": score + 0.1,
+            "tied_with_best": score >= 0.75,
+        }
+    )
 
 
 def _curves(n_runs: int, n_steps: int = 20) -> pl.DataFrame:
     steps = np.arange(n_steps)
-    return pl.concat([pl.DataFrame({"run": [f"r{i}"] * n_steps, "step": steps, "value": np.sqrt(steps) + i})
-                      for i in range(n_runs)])
+    return pl.concat(
+        [pl.DataFrame({"run": [f"r{i}"] * n_steps, "step": steps, "value": np.sqrt(steps) + i}) for i in range(n_runs)]
+    )
 
 
 def test_ranked_order_best_first_in_both_directions():
-    runs = _runs().vstack(pl.DataFrame({"run": ["nan"], "score": [float("nan")], "ci_low": [None], "ci_high": [None],
-                                        "tied_with_best": [None]}, schema=_runs().schema))
+    runs = _runs().vstack(
+        pl.DataFrame(
+            {"run": ["nan"], "score": [float("nan")], "ci_low": [None], "ci_high": [None], "tied_with_best": [None]},
+            schema=_runs().schema,
+        )
+    )
     assert sp.ranked_order(runs, True).get_column("run").to_list() == ["run-1", "run-4", "run-3", "run-0", "run-2"]
     assert sp.ranked_order(runs, False).get_column("run").to_list() == ["run-2", "run-0", "run-3", "run-4", "run-1"]
 
@@ -50,10 +63,16 @@ def test_ranked_scores_png_height_and_best_on_top(tmp_path, monkeypatch):
     monkeypatch.setattr(sp, "_save", lambda fig, out: seen.update(ax=fig.axes[0]) or real_save(fig, out))
     img = _png(sp.ranked_scores(_runs(3), "task_score", True, tmp_path / "a" / "rank.png", "ranking"))
     assert img.shape[0] == round(plots.DPI * sp.MIN_HEIGHT)
-    many = pl.DataFrame({"run": [f"a-very-long-run-name-from-the-sweep-number-{i:03d}" for i in range(40)],
-                         "score": np.linspace(0, 1, 40), "ci_low": [None] * 40, "ci_high": [None] * 40,
-                         "tied_with_best": [False] * 40},
-                        schema_overrides={"ci_low": pl.Float64, "ci_high": pl.Float64})
+    many = pl.DataFrame(
+        {
+            "run": [f"a-very-long-run-name-from-the-sweep-number-{i:03d}" for i in range(40)],
+            "score": np.linspace(0, 1, 40),
+            "ci_low": [None] * 40,
+            "ci_high": [None] * 40,
+            "tied_with_best": [False] * 40,
+        },
+        schema_overrides={"ci_low": pl.Float64, "ci_high": pl.Float64},
+    )
     img = _png(sp.ranked_scores(many, "loss", False, tmp_path / "many.png", "lower is better"))
     assert img.shape[0] > round(plots.DPI * 0.3 * 40)
     # the best run (lowest loss) at the top, names cut to 40 characters; no CI: no dashed line
@@ -114,8 +133,9 @@ def test_curves_small_multiples_cap_and_downsampling(tmp_path, monkeypatch):
 def test_curves_overlay_legend_and_labels(tmp_path, monkeypatch):
     seen = {}
     real_save = sp._save
-    monkeypatch.setattr(sp, "_save", lambda fig, out: seen.update(
-        legend=fig.axes[0].get_legend()) or real_save(fig, out))
+    monkeypatch.setattr(
+        sp, "_save", lambda fig, out: seen.update(legend=fig.axes[0].get_legend()) or real_save(fig, out)
+    )
     _png(sp.curves(_curves(4), "reward", tmp_path / "o.png", "few", overlay=True, highlight=["r1"]))
     assert [t.get_text() for t in seen["legend"].get_texts()] == ["r0", "r1", "r2", "r3"]
     _png(sp.curves(_curves(20), "reward", tmp_path / "o2.png", "many", overlay=True, highlight=["r5", "nope"]))
@@ -134,12 +154,28 @@ def test_curves_nothing_to_draw(tmp_path):
 def test_score_vs_param_categorical_and_log(tmp_path, monkeypatch):
     seen = {}
     real_save = sp._save
-    monkeypatch.setattr(sp, "_save", lambda fig, out: seen.update(ax=fig.axes[0], xscale=fig.axes[0].get_xscale(),
-                        ticks=[t.get_text() for t in fig.axes[0].get_xticklabels()]) or real_save(fig, out))
-    points = pl.DataFrame({"value": ["adam", "sgd", "adam", "lion", "sgd"],
-                           "score": [0.5, 0.2, 0.6, float("nan"), 0.3], "run": list("abcde")})
-    levels = pl.DataFrame({"value": ["sgd", "adam"], "mean": [0.25, 0.55], "ci_low": [0.2, 0.5],
-                           "ci_high": [None, 0.6]})
+    monkeypatch.setattr(
+        sp,
+        "_save",
+        lambda fig, out: (
+            seen.update(
+                ax=fig.axes[0],
+                xscale=fig.axes[0].get_xscale(),
+                ticks=[t.get_text() for t in fig.axes[0].get_xticklabels()],
+            )
+            or real_save(fig, out)
+        ),
+    )
+    points = pl.DataFrame(
+        {
+            "value": ["adam", "sgd", "adam", "lion", "sgd"],
+            "score": [0.5, 0.2, 0.6, float("nan"), 0.3],
+            "run": list("abcde"),
+        }
+    )
+    levels = pl.DataFrame(
+        {"value": ["sgd", "adam"], "mean": [0.25, 0.55], "ci_low": [0.2, 0.5], "ci_high": [None, 0.6]}
+    )
     _png(sp.score_vs_param(points, "optimizer", True, levels, tmp_path / "cat.png", "optimizer"))
     assert seen["ticks"] == ["sgd", "adam"] and seen["xscale"] == "linear"  # lion has no finite score
     star = [ln for ln in seen["ax"].get_lines() if ln.get_marker() == "*"]
@@ -153,8 +189,9 @@ def test_score_vs_param_categorical_and_log(tmp_path, monkeypatch):
 
     lr = np.array([1e-6, 3e-6, 1e-5, 3e-5, 1e-4, 0.0])
     points = pl.DataFrame({"value": lr, "score": [0.1, 0.3, 0.6, 0.5, 0.2, 0.9], "run": list("abcdef")})
-    levels = pl.DataFrame({"value": lr[:5], "mean": [0.1, 0.3, 0.6, 0.5, 0.2], "ci_low": [0.05] * 5,
-                           "ci_high": [0.7] * 5})
+    levels = pl.DataFrame(
+        {"value": lr[:5], "mean": [0.1, 0.3, 0.6, 0.5, 0.2], "ci_low": [0.05] * 5, "ci_high": [0.7] * 5}
+    )
     _png(sp.score_vs_param(points, "learning_rate", True, levels, tmp_path / "lr.png", "lr"))
     assert seen["xscale"] == "log"
     star = [ln for ln in seen["ax"].get_lines() if ln.get_marker() == "*"]
@@ -169,8 +206,14 @@ def test_pareto_front_drawn(tmp_path, monkeypatch):
     seen = {}
     real_save = sp._save
     monkeypatch.setattr(sp, "_save", lambda fig, out: seen.update(ax=fig.axes[0]) or real_save(fig, out))
-    runs = pl.DataFrame({"run": ["cheap", "mid", "dear", "bad", "nan"], "score": [0.3, 0.6, 0.9, 0.2, float("nan")],
-                         "cost": [1.0, 2.0, 4.0, 3.0, 1.0], "on_front": [True, True, True, False, None]})
+    runs = pl.DataFrame(
+        {
+            "run": ["cheap", "mid", "dear", "bad", "nan"],
+            "score": [0.3, 0.6, 0.9, 0.2, float("nan")],
+            "cost": [1.0, 2.0, 4.0, 3.0, 1.0],
+            "on_front": [True, True, True, False, None],
+        }
+    )
     img = _png(sp.pareto(runs, "GPU hours", True, tmp_path / "p.png", "pareto"))
     assert img.shape[0] == round(plots.DPI * 5)
     ax = seen["ax"]

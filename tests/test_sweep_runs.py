@@ -33,9 +33,12 @@ def built(tmp_path_factory):
 
 def test_written_config_group_and_length_are_the_spec(built):
     specs, con = built
-    rows = {name: (group, tags, project, state, last_step, json.loads(config))
-            for name, group, tags, project, state, last_step, config in con.sql(
-                "select name, group_name, tags, project, state, last_step, config from runs").fetchall()}
+    rows = {
+        name: (group, tags, project, state, last_step, json.loads(config))
+        for name, group, tags, project, state, last_step, config in con.sql(
+            "select name, group_name, tags, project, state, last_step, config from runs"
+        ).fetchall()
+    }
     assert len(rows) == sum(len(s.runs) for s in specs.values())
     for sweep in specs.values():
         for run in sweep.runs:
@@ -48,19 +51,23 @@ def test_written_config_group_and_length_are_the_spec(built):
     assert all(c["kl_target"] == pytest.approx(10 * c["kl_beta"]) for c in lr)
     assert len({c["seed"] for c in lr}) == len({c["output_dir"] for c in lr}) == 6
     # flat: only the per-run keys that are not hyper-parameters differ
-    flat = [{k: v for k, v in rows[r.name][5].items() if k not in sweep_runs.NOT_HYPERPARAMETERS}
-            for r in specs["flat"].runs]
+    flat = [
+        {k: v for k, v in rows[r.name][5].items() if k not in sweep_runs.NOT_HYPERPARAMETERS}
+        for r in specs["flat"].runs
+    ]
     assert flat[0] == flat[1] == flat[2]
 
 
 def test_tail_means_in_the_warehouse_recover_the_truth(built):
     specs, con = built
-    tails = dict(con.sql("""
+    tails = dict(
+        con.sql("""
         with m as (
             select r.name, r.last_step, m.step, m.value
             from metrics as m join runs as r using (run_key)
             where m.metric = 'reward_mean')
-        select name, avg(value) from m where step > last_step - ceil(0.1 * last_step) group by name""").fetchall())
+        select name, avg(value) from m where step > last_step - ceil(0.1 * last_step) group by name""").fetchall()
+    )
     for sweep in specs.values():
         for run in sweep.runs:
             if run.keys == ("custom/score",):  # no alias: not a canonical metric
@@ -72,13 +79,18 @@ def test_tail_means_in_the_warehouse_recover_the_truth(built):
             assert max(finished, key=tails.get) == sweep.truth["best"], sweep.group
     assert sorted(specs["lr-sweep"].truth["order"], key=lambda n: -tails[n]) == specs["lr-sweep"].truth["order"]
     # the other TRL keys arrive under their canonical names too
-    counts = dict(con.sql("""select metric, count(*) from metrics join runs using (run_key)
-                             where name = 'lr-sweep-0' group by metric""").fetchall())
+    counts = dict(
+        con.sql("""select metric, count(*) from metrics join runs using (run_key)
+                             where name = 'lr-sweep-0' group by metric""").fetchall()
+    )
     assert counts["reward_mean"] == counts["kl"] == counts["tokens_cumulative"] == 120
     assert counts["task_score"] == 12
-    tokens = [v for (v,) in con.sql("""select value from metrics join runs using (run_key)
+    tokens = [
+        v
+        for (v,) in con.sql("""select value from metrics join runs using (run_key)
                                        where name = 'lr-sweep-0' and metric = 'tokens_cumulative'
-                                       order by step""").fetchall()]
+                                       order by step""").fetchall()
+    ]
     assert all(b > a for a, b in zip(tokens, tokens[1:]))
 
 
@@ -87,8 +99,10 @@ def test_crashed_run_is_failed_at_its_last_logged_step(built):
     truth = specs["ragged"].truth
     (name,) = truth["crashed"]
     state, exit_code, last_step = con.sql(
-        "select state, exit_code, last_step from runs where name = ?", params=[name]).fetchone()
+        "select state, exit_code, last_step from runs where name = ?", params=[name]
+    ).fetchone()
     assert (state, exit_code, last_step) == (truth["crashed_state"], 1, 25)
-    others = con.sql("select distinct state from runs where group_name = 'ragged' and name <> ?",
-                     params=[name]).fetchall()
+    others = con.sql(
+        "select distinct state from runs where group_name = 'ragged' and name <> ?", params=[name]
+    ).fetchall()
     assert others == [("finished",)]

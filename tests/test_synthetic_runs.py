@@ -26,6 +26,7 @@ SEEDS = [int(s) for s in os.environ.get("SYNTHETIC_SEEDS", "0,1").split(",")]
 
 # ------------------------------------------------------------------------------------------------------ reading
 
+
 def read_run(out: Path, label: dict) -> tuple[list[tuple[int, dict]], dict]:
     """(rows as (trainer step, values) in file order, config) of one written run. ``_step`` exports are put on the
     trainer step (``train/global_step``), as the labels are."""
@@ -83,6 +84,7 @@ def header(check: str, name: str) -> str | None:
 
 # ------------------------------------------------------------------------------------------------------ fixtures
 
+
 @pytest.fixture(scope="module", params=SEEDS)
 def written(request, tmp_path_factory):
     out = tmp_path_factory.mktemp(f"synthetic-{request.param}")
@@ -91,6 +93,7 @@ def written(request, tmp_path_factory):
 
 
 # --------------------------------------------------------------------------------------------------------- tests
+
 
 def test_same_seed_same_runs_other_seed_other_runs(tmp_path):
     a = sr.write_runs(tmp_path / "a", 5, 10, wandb_runs=0)
@@ -139,8 +142,9 @@ def test_every_labelled_check_exists_and_its_metrics_are_logged(written):
         logged = set().union(*(canonical(k, table) for k in keys))
         # Canonical metrics only under mapped keys: every key of a known metric family maps.
         for key in keys:
-            if re.fullmatch(r"(train/)?(reward|reward_std|kl|entropy|grad_norm|loss|learning_rate)", key) or \
-                    key.startswith(("critic/score/mean", "response_length/", "timing_s/step", "actor/kl_loss")):
+            if re.fullmatch(
+                r"(train/)?(reward|reward_std|kl|entropy|grad_norm|loss|learning_rate)", key
+            ) or key.startswith(("critic/score/mean", "response_length/", "timing_s/step", "actor/kl_loss")):
                 assert canonical(key, table), f"{label['name']}: {key} maps to nothing"
         for problem in label["problems"]:
             check = problem["check"]
@@ -200,15 +204,19 @@ def test_labels_agree_with_the_written_data(written):
             elif check == "response_length_collapse":
                 assert np.median(post[3:]) < 0.2 * np.median(pre), why
             elif check == "response_length_growth":
-                tail = post[-max(3, len(post) // 10):]
+                tail = post[-max(3, len(post) // 10) :]
                 assert np.median(tail) > 1.8 * np.median(pre[-10:]), why
             elif check == "response_truncation":
-                if metric in ("completions/clipped_ratio", "train/completions/clipped_ratio",
-                              "response_length/clip_ratio"):
+                if metric in (
+                    "completions/clipped_ratio",
+                    "train/completions/clipped_ratio",
+                    "response_length/clip_ratio",
+                ):
                     assert np.median(post) >= 0.05 and (len(pre) == 0 or np.median(pre[-10:]) < 0.05), why
                 else:
                     limit = config.get("max_completion_length") or max(
-                        series(rows, k)[1].max() for k in keys if k.endswith(("completions/max_length",)))
+                        series(rows, k)[1].max() for k in keys if k.endswith(("completions/max_length",))
+                    )
                     assert np.median(post[3:]) >= 0.95 * limit, why
             elif check == "kl_spike":
                 assert post[0] > 0.2 and post[0] > 5 * np.median(pre[-20:]), why
@@ -229,10 +237,11 @@ def test_labels_agree_with_the_written_data(written):
                 assert np.median(vals) < 0.005, why
             elif check == "reward_hacking":  # the task metric, or without one the task component, stays flat
                 task_key = _task_key(keys) or next(
-                    k for k in keys if re.search(r"rewards/(" + "|".join(sr.TASK_FUNCS) + r")(/mean)?$", k))
+                    k for k in keys if re.search(r"rewards/(" + "|".join(sr.TASK_FUNCS) + r")(/mean)?$", k)
+                )
                 task_steps, task = series(rows, task_key)
                 after = task[task_steps >= onset]
-                assert post[-len(post) // 5:].mean() > post[: max(3, len(post) // 10)].mean(), why
+                assert post[-len(post) // 5 :].mean() > post[: max(3, len(post) // 10)].mean(), why
                 assert len(after) >= 10, why
                 assert np.polyfit(task_steps[task_steps >= onset], after, 1)[0] * (steps[-1] - onset) < 0.06, why
             elif check == "reward_component_dead":

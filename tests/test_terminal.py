@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import numpy as np
@@ -27,8 +27,10 @@ def test_cut_middle_keeps_both_ends_in_exactly_the_room():
 
 def test_table_fits_the_room_narrows_the_widest_and_leaves_out_what_cannot_fit():
     columns = ["run_key", "name", "reward", "config"]
-    rows = [("wandb:team/project/" + "x" * 40 + "-run1", "short", 1 / 3, "{" + "a" * 300 + "}"),
-            ("wandb:team/project/" + "x" * 40 + "-run2", "a-much-longer-run-name", 12345.678, None)]
+    rows = [
+        ("wandb:team/project/" + "x" * 40 + "-run1", "short", 1 / 3, "{" + "a" * 300 + "}"),
+        ("wandb:team/project/" + "x" * 40 + "-run2", "a-much-longer-run-name", 12345.678, None),
+    ]
     natural, hidden = terminal.table(columns, rows, None)
     assert not hidden and max(map(len, natural)) > 300  # no room given: nothing is cut
     lines, hidden = terminal.table(columns, rows, 80)
@@ -48,7 +50,7 @@ def test_a_cell_with_several_lines_takes_several_lines():
 def test_cells_round_floats_and_keep_integers_exact():
     assert terminal.cell(math.pi) == "3.142" and terminal.cell(2**53 + 1) == "9007199254740993"
     assert terminal.cell(None) == "NULL" and terminal.cell(True) == "true" and terminal.cell(Decimal("2.50")) == "2.5"
-    assert terminal.cell(datetime(2025, 1, 2, 3, 4, 5, 678, tzinfo=timezone.utc)) == "2025-01-02 03:04:05+00:00"
+    assert terminal.cell(datetime(2025, 1, 2, 3, 4, 5, 678, tzinfo=UTC)) == "2025-01-02 03:04:05+00:00"
 
 
 class FakeTTY(io.StringIO):
@@ -79,17 +81,42 @@ def test_width_from_columns_else_none_for_a_pipe(monkeypatch):
 
 
 def test_json_values_follow_the_convention():
-    value = {"nan": math.nan, "inf": -math.inf, "np_float": np.float64(0.25), "np_int": np.int64(7),
-             "np_nan": np.float32("nan"), "array": np.array([1.5, np.inf]), "decimal": Decimal("1.50"),
-             "whole": Decimal("3"), "when": datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc),
-             "day": date(2025, 1, 2), "span": timedelta(minutes=2), "blob": b"\x00\xff", "set": {3},
-             "big": 2**63 + 1, "nested": [{"x": math.nan}]}
+    value = {
+        "nan": math.nan,
+        "inf": -math.inf,
+        "np_float": np.float64(0.25),
+        "np_int": np.int64(7),
+        "np_nan": np.float32("nan"),
+        "array": np.array([1.5, np.inf]),
+        "decimal": Decimal("1.50"),
+        "whole": Decimal("3"),
+        "when": datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC),
+        "day": date(2025, 1, 2),
+        "span": timedelta(minutes=2),
+        "blob": b"\x00\xff",
+        "set": {3},
+        "big": 2**63 + 1,
+        "nested": [{"x": math.nan}],
+    }
     text = json_output.dumps(value)
     assert "NaN" not in text and "Infinity" not in text
-    assert json.loads(text) == {"nan": None, "inf": None, "np_float": 0.25, "np_int": 7, "np_nan": None,
-                                "array": [1.5, None], "decimal": 1.5, "whole": 3,
-                                "when": "2025-01-02T03:04:05+00:00", "day": "2025-01-02", "span": 120.0,
-                                "blob": "AP8=", "set": [3], "big": 2**63 + 1, "nested": [{"x": None}]}
+    assert json.loads(text) == {
+        "nan": None,
+        "inf": None,
+        "np_float": 0.25,
+        "np_int": 7,
+        "np_nan": None,
+        "array": [1.5, None],
+        "decimal": 1.5,
+        "whole": 3,
+        "when": "2025-01-02T03:04:05+00:00",
+        "day": "2025-01-02",
+        "span": 120.0,
+        "blob": "AP8=",
+        "set": [3],
+        "big": 2**63 + 1,
+        "nested": [{"x": None}],
+    }
 
 
 @pytest.mark.parametrize("rows", [[], [(1, '{"a": [1, 2]}', math.nan)], [(1, "not json", None), (2, None, 0.5)]])
@@ -97,6 +124,12 @@ def test_json_rows_are_one_array(rows):
     out = io.StringIO()
     json_output.write_rows(["id", "doc", "x"], iter(rows), out, json_columns=[False, True, False])
     parsed = json.loads(out.getvalue(), parse_constant=lambda token: pytest.fail(f"non-JSON token {token}"))
-    expected = [{"id": i, "doc": json.loads(d) if d and d.startswith("{") else d,
-                 "x": None if isinstance(x, float) and math.isnan(x) else x} for i, d, x in rows]
+    expected = [
+        {
+            "id": i,
+            "doc": json.loads(d) if d and d.startswith("{") else d,
+            "x": None if isinstance(x, float) and math.isnan(x) else x,
+        }
+        for i, d, x in rows
+    ]
     assert parsed == expected

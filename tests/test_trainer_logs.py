@@ -209,14 +209,16 @@ def test_trl_issue_snippets(tmp_path):
 # ------------------------------------------------------------------------------------------ incremental
 
 
-VERL_LINE = ("step:{n} - actor/entropy:np.float64(0.{n}5) - critic/score/mean:{n}.25"
-             " - response_length/max:np.int32(1{n})\n")
+VERL_LINE = (
+    "step:{n} - actor/entropy:np.float64(0.{n}5) - critic/score/mean:{n}.25 - response_length/max:np.int32(1{n})\n"
+)
 TRL_LINE = "{{'loss': 0.{n}, 'reward': '1.{n}', 'kl': 0.00{n}, 'epoch': 0.{n}}}\n"
 JSONL_LINE = '{{"step": {n}, "data": {{"actor/entropy": 0.{n}5, "critic/score/mean": {n}.25}}}}\n'
 
 
-@pytest.mark.parametrize("name,template", [("metrics.jsonl", JSONL_LINE), ("train.log", VERL_LINE),
-                                           ("trl.log", TRL_LINE)])
+@pytest.mark.parametrize(
+    "name,template", [("metrics.jsonl", JSONL_LINE), ("train.log", VERL_LINE), ("trl.log", TRL_LINE)]
+)
 def test_half_written_line_waits_and_arrives_once(tmp_path, name, template):
     log = tmp_path / "runs" / "exp1" / name
     log.parent.mkdir(parents=True)
@@ -228,7 +230,7 @@ def test_half_written_line_waits_and_arrives_once(tmp_path, name, template):
     assert trainer_logs.pending_files(lake_root, [tmp_path / "runs"]) == []  # same size: nothing to read yet
     assert not trainer_logs.ingest(lake_root, [tmp_path / "runs"]).changed
     with open(log, "a") as fh:
-        fh.write(two[len(two) // 2:])
+        fh.write(two[len(two) // 2 :])
     assert trainer_logs.pending_files(lake_root, [tmp_path / "runs"]) == [log]
     second = trainer_logs.ingest(lake_root, [tmp_path / "runs"])
     with open(log, "a") as fh:
@@ -252,15 +254,26 @@ def test_half_written_line_waits_and_arrives_once(tmp_path, name, template):
 
 def test_bad_jsonl_lines_are_skipped_and_reported(tmp_path):
     log = tmp_path / "m.jsonl"
-    lines = [b'{"step": 1, "loss": 0.5}\n', b'{"step": 2, "loss": 0.4\n', b"\n", b"not json at all\n",
-             b'{"loss": 0.3}\n', b'[1, 2]\n', b'{"step": 3, "loss": NaN, "note": "warm", "_timestamp": 1700000000.5}\n']
+    lines = [
+        b'{"step": 1, "loss": 0.5}\n',
+        b'{"step": 2, "loss": 0.4\n',
+        b"\n",
+        b"not json at all\n",
+        b'{"loss": 0.3}\n',
+        b"[1, 2]\n",
+        b'{"step": 3, "loss": NaN, "note": "warm", "_timestamp": 1700000000.5}\n',
+    ]
     log.write_bytes(b"".join(lines))
     lake_root = tmp_path / "lake"
     report = trainer_logs.ingest(lake_root, [log])
     offsets = [sum(len(line) for line in lines[:i]) for i in range(len(lines))]
     issues = [(i.kind, i.offset) for i in report.issues]
-    assert issues == [("bad_line", offsets[1]), ("bad_line", offsets[3]), ("no_step", offsets[4]),
-                      ("bad_line", offsets[5])]
+    assert issues == [
+        ("bad_line", offsets[1]),
+        ("bad_line", offsets[3]),
+        ("no_step", offsets[4]),
+        ("bad_line", offsets[5]),
+    ]
     stored = duckdb.sql(f"""select kind, "offset", path from
                             read_parquet('{lake_root}/ingest_issues/source=trainer_log/*.parquet')
                             order by "offset" """).fetchall()
@@ -274,11 +287,22 @@ def test_bad_jsonl_lines_are_skipped_and_reported(tmp_path):
 
 
 def _trainer_state(steps: int, max_steps: int, kl_at: dict | None = None) -> str:
-    history_ = [{"loss": 0.0, "kl": (kl_at or {}).get(s, s / 100), "reward": s / 10, "epoch": s / 10, "step": s}
-                for s in range(1, steps + 1)]
+    history_ = [
+        {"loss": 0.0, "kl": (kl_at or {}).get(s, s / 100), "reward": s / 10, "epoch": s / 10, "step": s}
+        for s in range(1, steps + 1)
+    ]
     history_.append({"eval_loss": 0.5, "eval_reward": 0.25, "epoch": steps / 10, "step": steps})  # eval, same step
-    return json.dumps({"global_step": steps, "max_steps": max_steps, "logging_steps": 1, "train_batch_size": 4,
-                       "best_metric": None, "log_history": history_}, indent=2)
+    return json.dumps(
+        {
+            "global_step": steps,
+            "max_steps": max_steps,
+            "logging_steps": 1,
+            "train_batch_size": 4,
+            "best_metric": None,
+            "log_history": history_,
+        },
+        indent=2,
+    )
 
 
 def test_checkpoints_are_snapshots_of_one_run_and_a_rewrite_reloads_only_that_run(tmp_path):
@@ -294,7 +318,8 @@ def test_checkpoints_are_snapshots_of_one_run_and_a_rewrite_reloads_only_that_ru
     assert set(by_name) == {"a", "b"} and len(first.runs_touched) == 2
     assert by_name["a"]["state"] == "running" and by_name["b"]["state"] == "finished"
     assert by_name["a"]["last_step"] == 4 and by_name["a"]["source_files"] == [
-        str((out_a / "checkpoint-4" / "trainer_state.json").resolve())]
+        str((out_a / "checkpoint-4" / "trainer_state.json").resolve())
+    ]
     a_rows = values_by_step(lake_root, by_name["a"]["run_key"])
     assert sorted(a_rows) == [1, 2, 3, 4] and {"eval_loss", "loss", "kl"} <= set(a_rows[4])  # train + eval kept
     assert a_rows[4]["epoch"][3] == 0.4  # both entries carry the same epoch: one row, not a repeated step
@@ -306,7 +331,8 @@ def test_checkpoints_are_snapshots_of_one_run_and_a_rewrite_reloads_only_that_ru
         p.unlink()
     (out_a / "checkpoint-2").rmdir()
     assert trainer_logs.pending_files(lake_root, [tmp_path / "runs"]) == [
-        (out_a / "checkpoint-6" / "trainer_state.json").resolve()]
+        (out_a / "checkpoint-6" / "trainer_state.json").resolve()
+    ]
     second = trainer_logs.ingest(lake_root, [tmp_path / "runs"])
     assert second.runs_touched == [by_name["a"]["run_key"]] and second.files_read == 1
     assert {r[0] for r in history(lake_root, f"ingest_id = {second.ingest_id}")} == {by_name["a"]["run_key"]}
@@ -368,7 +394,8 @@ def test_trl_console_noise_is_ignored(tmp_path):
         "config: {'loss': 8.8}\n"
         "{'status': 'ok'}\n"
         "{'loss': 0.1, 'reward': '-inf', 'completion_length': 120, 'grad_norm': inf}\n"
-        "{'train_runtime': 12.5, 'train_loss': 0.05, 'epoch': 1.0}\n")
+        "{'train_runtime': 12.5, 'train_loss': 0.05, 'epoch': 1.0}\n"
+    )
     lake_root = tmp_path / "lake"
     report = trainer_logs.ingest(lake_root, [tmp_path / "job"])
     assert report.issues == []
@@ -404,13 +431,12 @@ def test_verl_console_wrappers_noise_and_a_cut_line(tmp_path):
     log.write_text(
         "Training Progress:   0%|          | 1/100 [00:03<05:00, 3.00s/it]\n"
         "(\"Initial validation metrics: {'val-core/acc': \"\n"
-        " \"np.float64(0.1)}\")\n"
+        ' "np.float64(0.1)}")\n'
         "local_global_step_folder: /ckpt/global_step_2\n"
         "step:1 - actor/loss:tensor(0.5, device='cuda:0') - actor/kl:nan - flag:True - note:hello world\n"
-        "step:2 - timing_s/step:12.5 - response_length/mean:np.float64(-inf)\n"
-        + cut + "\n"
-        "step:4 - short:1.5\n"
-        + cut_mid + "\n")
+        "step:2 - timing_s/step:12.5 - response_length/mean:np.float64(-inf)\n" + cut + "\n"
+        "step:4 - short:1.5\n" + cut_mid + "\n"
+    )
     lake_root = tmp_path / "lake"
     trainer_logs.ingest(lake_root, [log])
     run = run_of(lake_root, "run")
@@ -438,11 +464,19 @@ def test_jsonl_step_fields_and_verl_file_logger(tmp_path):
     (folder / "c.jsonl").write_text('{"train/global_step": 9.0, "train/loss": 3.0}\n')
     lake_root = tmp_path / "lake"
     trainer_logs.ingest(lake_root, [folder])
-    rows = {(run_of(lake_root, name)["name"], r[1], r[2]): r[3]
-            for name in ("verl", "a", "b", "c")
-            for r in history(lake_root, f"run_key = '{run_of(lake_root, name)['run_key']}'")}
-    assert rows == {("verl", 1, "actor/entropy"): 0.5, ("verl", 1, "val-core/acc"): 0.1, ("a", 5, "loss"): 1.0,
-                    ("b", 7, "loss"): 2.0, ("b", 7, "nested.x"): 1.0, ("c", 9, "train/loss"): 3.0}
+    rows = {
+        (run_of(lake_root, name)["name"], r[1], r[2]): r[3]
+        for name in ("verl", "a", "b", "c")
+        for r in history(lake_root, f"run_key = '{run_of(lake_root, name)['run_key']}'")
+    }
+    assert rows == {
+        ("verl", 1, "actor/entropy"): 0.5,
+        ("verl", 1, "val-core/acc"): 0.1,
+        ("a", 5, "loss"): 1.0,
+        ("b", 7, "loss"): 2.0,
+        ("b", 7, "nested.x"): 1.0,
+        ("c", 9, "train/loss"): 3.0,
+    }
 
 
 def test_ingest_takes_the_source_lock(tmp_path):
@@ -495,12 +529,16 @@ def test_ray_tagged_verl_lines_and_slurm_out_files_are_read(tmp_path):
     A SLURM job's captured stdout is a .out file."""
     ray = tmp_path / "verl" / "train.log"
     ray.parent.mkdir()
-    ray.write_text("\x1b[36m(TaskRunner pid=678203)\x1b[0m step:1 - critic/score/mean:0.5 - actor/entropy:1.2\n"
-                   "\x1b[36m(main_task pid=28294, ip=10.0.0.7)\x1b[0m step:2 - critic/score/mean:0.6 - actor/entropy:1.1\n"
-                   "(WorkerDict pid=99) some other message\n")
+    ray.write_text(
+        "\x1b[36m(TaskRunner pid=678203)\x1b[0m step:1 - critic/score/mean:0.5 - actor/entropy:1.2\n"
+        "\x1b[36m(main_task pid=28294, ip=10.0.0.7)\x1b[0m step:2 - critic/score/mean:0.6 - actor/entropy:1.1\n"
+        "(WorkerDict pid=99) some other message\n"
+    )
     slurm = tmp_path / "slurm" / "job_1639580.out"
     slurm.parent.mkdir()
-    slurm.write_text("loading model...\n{'loss': 0.1, 'reward': 0.25, 'epoch': 0.1}\n{'loss': 0.2, 'reward': 0.5, 'epoch': 0.2}\n")
+    slurm.write_text(
+        "loading model...\n{'loss': 0.1, 'reward': 0.25, 'epoch': 0.1}\n{'loss': 0.2, 'reward': 0.5, 'epoch': 0.2}\n"
+    )
     report = trainer_logs.ingest(tmp_path / "lake", [tmp_path])
     assert report.files_read == 2 and not report.issues
     rows = {(r[1], r[2]): r[3] for r in history(tmp_path / "lake")}

@@ -14,11 +14,10 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
 import yaml
 
 from pipeline import warehouse
@@ -76,10 +75,16 @@ def running_ui(home: Path, log: Path, **env: str) -> Iterator[tuple[int, dict]]:
     with open(log, "w") as out:
         # SIGINT as a terminal has it: Dagster maps SIGTERM to SIGINT's handler, so a SIGINT ignored by whatever
         # started pytest in the background would make the server deaf to terminate() below.
-        ui = subprocess.Popen([str(BIN / "grpolens"), "ui", "--port", str(port)], env=env, stdout=out,
-                              stderr=subprocess.STDOUT, start_new_session=True,
-                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        ui = subprocess.Popen(
+            [str(BIN / "grpolens"), "ui", "--port", str(port)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
     try:
+
         def alive():
             if ui.poll() is not None:
                 raise AssertionError(f"grpolens ui exited ({ui.returncode}):\n{log.read_text()[-3000:]}")
@@ -134,20 +139,35 @@ def test_ui_opens_on_the_demo_materializations_and_launches_a_refresh(tmp_path, 
         assert executable and all(nodes[key]["assetMaterializations"] for key in executable)
         # "Materialize all" takes every executable asset: none may need a partition picked
         assert not [key for key in executable if nodes[key]["isPartitioned"]]
-        assert nodes["lake/wandb_cloud_history"]["isPartitioned"] and not nodes["lake/wandb_cloud_history"]["isExecutable"]
+        assert (
+            nodes["lake/wandb_cloud_history"]["isPartitioned"] and not nodes["lake/wandb_cloud_history"]["isExecutable"]
+        )
         # the UI asks "Are you sure?" when an upstream asset outside the selection is materializable and never
         # materialized: upstream of the refresh there is nothing materializable at all
         refresh = {key for key, n in nodes.items() if "refresh" in n["jobNames"]}
         assert refresh == executable
         upstream = {"/".join(d["path"]) for key in refresh for d in nodes[key]["dependencyKeys"]} - refresh
         assert upstream and not [key for key in upstream if nodes[key]["isMaterializable"]]
-        assert {n["groupName"] for n in nodes.values()} == {"lake", "staging", "core", "elo", "training", "pipeline",
-                                                           "health", "reports"}
+        assert {n["groupName"] for n in nodes.values()} == {
+            "lake",
+            "staging",
+            "core",
+            "elo",
+            "training",
+            "pipeline",
+            "health",
+            "reports",
+        }
 
         assert "refresh" in {job["name"] for job in location["repository"]["jobs"]}
-        params = {"selector": {"repositoryLocationName": location["name"],
-                               "repositoryName": location["repository"]["name"], "jobName": "refresh"},
-                  "runConfigData": {}}
+        params = {
+            "selector": {
+                "repositoryLocationName": location["name"],
+                "repositoryName": location["repository"]["name"],
+                "jobName": "refresh",
+            },
+            "runConfigData": {},
+        }
         launched = graphql(port, LAUNCH, {"params": params})["launchRun"]
         assert launched["__typename"] == "LaunchRunSuccess", launched
         assert wait_for_run(port, launched["run"]["runId"]) == "SUCCESS"

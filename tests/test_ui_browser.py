@@ -63,8 +63,9 @@ def test_materialize_all_from_the_lineage_and_read_the_flags(tmp_path, browser, 
 
         page.goto(f"{url}/assets/metrics?view=checks")
         page.get_by_text("response_length_collapse", exact=True).first.click()
-        expect(page.locator("tr", has=page.locator("td").get_by_text("thresholds", exact=True)).first
-               ).to_contain_text("drop_ratio=0.3")
+        expect(page.locator("tr", has=page.locator("td").get_by_text("thresholds", exact=True)).first).to_contain_text(
+            "drop_ratio=0.3"
+        )
         check = rendered_markdown(page, "flagged")
         expect(check.locator("td", has_text="qwen2_3b_opd")).to_have_count(1)
         expect(check.locator("td", has_text="mean response length collapsed")).to_have_count(1)

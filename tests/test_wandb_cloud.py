@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -50,15 +50,20 @@ def lake_history(lake: Path, source: str) -> list[tuple]:
         from read_parquet('{glob}', union_by_name=true)
         qualify row_number() over (partition by run_key, step, key order by ingest_id desc, file_offset desc) = 1
     """).fetchall()
-    return sorted((tuple("nan" if isinstance(v, float) and math.isnan(v) else v for v in row) for row in rows),
-                  key=repr)
+    return sorted(
+        (tuple("nan" if isinstance(v, float) and math.isnan(v) else v for v in row) for row in rows), key=repr
+    )
 
 
 def hostile_rows(n: int = 40):
     rows = []
     for i in range(n):
-        row = {"train/loss": 1.0 / (i + 1), "train/reward": (i % 7) * 0.25 - 0.5, "big": 2**53 + 1 + i,
-               "note": f"step {i}"}
+        row = {
+            "train/loss": 1.0 / (i + 1),
+            "train/reward": (i % 7) * 0.25 - 0.5,
+            "big": 2**53 + 1 + i,
+            "note": f"step {i}",
+        }
         if i % 5 == 0:
             row["eval/elo"] = 1000 + i
         if i == 3:
@@ -74,9 +79,16 @@ def hostile_rows(n: int = 40):
 
 
 def test_cloud_history_rows_equal_offline_rows(tmp_path, emu):
-    folder = write_run(tmp_path / "wandb", hostile_rows(), run_id="same1", name="it's \"quoted\"; drop table runs",
-                       project=PROJECT, entity=ENTITY, config={"learning_rate": 1e-6, "api_key": "sk-secret-123"},
-                       tags=["sweep", "ünïcode"])
+    folder = write_run(
+        tmp_path / "wandb",
+        hostile_rows(),
+        run_id="same1",
+        name='it\'s "quoted"; drop table runs',
+        project=PROJECT,
+        entity=ENTITY,
+        config={"learning_rate": 1e-6, "api_key": "sk-secret-123"},
+        tags=["sweep", "ünïcode"],
+    )
     offline_lake, cloud_lake = tmp_path / "offline", tmp_path / "cloud"
     wandb_offline.ingest(offline_lake, [tmp_path / "wandb"])
     emu.add_offline_run(folder, entity=ENTITY, project=PROJECT, exported_fraction=0.5)
@@ -90,10 +102,12 @@ def test_cloud_history_rows_equal_offline_rows(tmp_path, emu):
     assert cloud == offline
     assert emu.count("file") >= 1 and emu.count("HistoryPage") >= 1  # both halves of wandb-core's reader were used
 
-    runs = duckdb.sql(f"select name, tags, config, artifacts, last_step, origin "
-                      f"from read_parquet('{cloud_lake}/runs/source=wandb_cloud/*.parquet')").fetchall()
+    runs = duckdb.sql(
+        f"select name, tags, config, artifacts, last_step, origin "
+        f"from read_parquet('{cloud_lake}/runs/source=wandb_cloud/*.parquet')"
+    ).fetchall()
     name, tags, config, artifacts, last_step, origin = runs[-1]
-    assert name == "it's \"quoted\"; drop table runs" and tags == ["sweep", "ünïcode"] and origin == "cloud"
+    assert name == 'it\'s "quoted"; drop table runs' and tags == ["sweep", "ünïcode"] and origin == "cloud"
     assert '"learning_rate":1e-06' in config and "sk-secret-123" not in config
     assert '"name":"model-same1:v0"' in artifacts and '"aliases":["latest","best"]' in artifacts
     assert last_step == 39
@@ -101,8 +115,15 @@ def test_cloud_history_rows_equal_offline_rows(tmp_path, emu):
 
 def test_second_ingest_reads_only_new_steps_and_no_op_costs_no_history_request(tmp_path, emu):
     for i in range(3):
-        emu.add_run(ENTITY, PROJECT, f"run{i}", history=[{"_step": s, "loss": 1.0 / (s + 1)} for s in range(50)],
-                    exported_fraction=0.6, state="running", updated_at=datetime.now(timezone.utc) - timedelta(hours=2))
+        emu.add_run(
+            ENTITY,
+            PROJECT,
+            f"run{i}",
+            history=[{"_step": s, "loss": 1.0 / (s + 1)} for s in range(50)],
+            exported_fraction=0.6,
+            state="running",
+            updated_at=datetime.now(UTC) - timedelta(hours=2),
+        )
     lake = tmp_path / "lake"
     first = cloud_ingest(emu, lake)
     assert first.runs_changed == 3 and first.history_rows == 150 and first.values == 150
@@ -130,8 +151,9 @@ def test_second_ingest_reads_only_new_steps_and_no_op_costs_no_history_request(t
 
 
 def test_rewound_run_is_read_again_and_staging_drops_the_removed_steps(tmp_path, emu):
-    emu.add_run(ENTITY, PROJECT, "rw", history=[{"_step": s, "reward": float(s)} for s in range(30)],
-                exported_fraction=0.5)
+    emu.add_run(
+        ENTITY, PROJECT, "rw", history=[{"_step": s, "reward": float(s)} for s in range(30)], exported_fraction=0.5
+    )
     home = Settings(home=tmp_path / "home")
     cloud_ingest(emu, home.lake)
     emu.rewind(ENTITY, PROJECT, "rw", keep_steps_below=10)
@@ -150,8 +172,9 @@ def test_rewound_run_is_read_again_and_staging_drops_the_removed_steps(tmp_path,
 
 def test_faults_retry_skip_one_run_and_resume_exactly(tmp_path, emu):
     for i in range(4):
-        emu.add_run(ENTITY, PROJECT, f"f{i}", history=[{"_step": s, "x": s * 1.5} for s in range(25)],
-                    exported_fraction=0.5)
+        emu.add_run(
+            ENTITY, PROJECT, f"f{i}", history=[{"_step": s, "x": s * 1.5} for s in range(25)], exported_fraction=0.5
+        )
     lake = tmp_path / "lake"
     emu.fail("429", times=1, operation="Runs", retry_after=2)
     emu.fail("500", times=50, operation="HistoryPage", run_id="f2")  # outlasts the client's retries
@@ -169,8 +192,9 @@ def test_faults_retry_skip_one_run_and_resume_exactly(tmp_path, emu):
     assert again.runs_touched == [f"wandb:{ENTITY}/{PROJECT}/f2"] and not again.issues
     rows = lake_history(lake, "wandb_cloud")
     assert len(rows) == 4 * 25  # every (run, step, key) once
-    issues = duckdb.sql(f"select kind, message from read_parquet('{lake}/ingest_issues/source=wandb_cloud/*.parquet')"
-                        ).fetchall()
+    issues = duckdb.sql(
+        f"select kind, message from read_parquet('{lake}/ingest_issues/source=wandb_cloud/*.parquet')"
+    ).fetchall()
     assert issues and issues[0][0] == "run_failed" and "giving up" in issues[0][1]
 
 
@@ -189,8 +213,13 @@ def test_mid_scan_failure_keeps_the_cursor(tmp_path, emu):
 def test_refused_key_is_one_line_and_never_printed(tmp_path, emu):
     emu.add_run(ENTITY, PROJECT, "k", history=[{"_step": 0, "z": 1}])
     wrong = "f" * 40
-    env = {"GRPOLENS_HOME": str(tmp_path / "home"), "WANDB_BASE_URL": emu.base_url, "WANDB_API_KEY": wrong,
-           "GRPOLENS_WANDB_PROJECTS": f"{ENTITY}/{PROJECT}", "WANDB_X_GRAPHQL_RETRY_MAX": "1"}
+    env = {
+        "GRPOLENS_HOME": str(tmp_path / "home"),
+        "WANDB_BASE_URL": emu.base_url,
+        "WANDB_API_KEY": wrong,
+        "GRPOLENS_WANDB_PROJECTS": f"{ENTITY}/{PROJECT}",
+        "WANDB_X_GRAPHQL_RETRY_MAX": "1",
+    }
     proc = grpolens("ingest", "--source", "wandb_cloud", env=env)
     text = proc.stdout + proc.stderr
     assert "refused the API key" in text and "Traceback" not in text
@@ -203,8 +232,9 @@ def test_refused_key_is_one_line_and_never_printed(tmp_path, emu):
 
 def test_many_runs_bounded_concurrency_and_progress(tmp_path, emu):
     for i in range(30):
-        emu.add_run(ENTITY, PROJECT, f"m{i:02d}", history=[{"_step": s, "v": i + s} for s in range(20)],
-                    exported_fraction=0.5)
+        emu.add_run(
+            ENTITY, PROJECT, f"m{i:02d}", history=[{"_step": s, "v": i + s} for s in range(20)], exported_fraction=0.5
+        )
     report = cloud_ingest(emu, tmp_path / "lake", concurrency=4)
     assert report.runs_changed == 30 and len(report.runs_touched) == 30 and report.history_rows == 600
     bars = [line for line in report.progress_lines if line.startswith("wandb cloud: [")]
@@ -234,15 +264,17 @@ def test_dagster_sensor_adds_run_partitions_and_one_run_materializes_alone(tmp_p
     assert {r.partition_key for r in first.run_requests} == paths
     instance.add_dynamic_partitions(wandb_cloud_runs.name, sorted(paths))
 
-    result = wandb_cloud_job.execute_in_process(partition_key=f"{ENTITY}/{PROJECT}/p1", instance=instance,
-                                                resources={"grpolens": resource})
+    result = wandb_cloud_job.execute_in_process(
+        partition_key=f"{ENTITY}/{PROJECT}/p1", instance=instance, resources={"grpolens": resource}
+    )
     assert result.success
     lake = Settings(home=home).lake
     assert wandb_cloud.load_cursor(lake, f"wandb:{ENTITY}/{PROJECT}/p1")["last_step"] == 9
     assert wandb_cloud.load_cursor(lake, f"wandb:{ENTITY}/{PROJECT}/p2") is None
 
-    second = wandb_cloud_sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor,
-                                                        resources={"grpolens": resource}))
+    second = wandb_cloud_sensor(
+        dg.build_sensor_context(instance=instance, cursor=first.cursor, resources={"grpolens": resource})
+    )
     assert [r.partition_key for r in second.run_requests] == [f"{ENTITY}/{PROJECT}/p2"]
     assert not second.dynamic_partitions_requests
 
@@ -271,7 +303,8 @@ def test_a_run_read_from_its_file_and_from_the_cloud_is_one_run_without_duplicat
     with duckdb.connect(str(home.duckdb_path), read_only=True) as con:
         assert con.execute("select count(*), any_value(origin) from runs").fetchone() == (1, "cloud")
         assert con.execute("select artifact_name, artifact_type, aliases from run_artifacts").fetchall() == [
-            ("ckpt-both1:v0", "model", ["best", "latest"])]  # W&B adds latest
+            ("ckpt-both1:v0", "model", ["best", "latest"])
+        ]  # W&B adds latest
         assert con.execute("select count(*), max(versions) from history where key = 'train/loss'").fetchone() == (30, 1)
         outcome = checks.run_check(con, next(c for c in checks.load_checks() if c.name == "duplicate_steps"))
     assert outcome.error is None and outcome.rows == []
@@ -292,8 +325,11 @@ def test_sigkill_at_random_moments_then_rerun_loses_and_doubles_nothing(tmp_path
     for r in range(8):
         history = [{"_step": s, "a": rng.random(), "b": s} for s in range(400)]
         emu.add_run(ENTITY, PROJECT, f"k{r}", history=history, exported_fraction=0.5)
-        expected |= {(f"wandb:{ENTITY}/{PROJECT}/k{r}", row["_step"], key, float(row[key]))
-                     for row in history for key in ("a", "b")}
+        expected |= {
+            (f"wandb:{ENTITY}/{PROJECT}/k{r}", row["_step"], key, float(row[key]))
+            for row in history
+            for key in ("a", "b")
+        }
     lake = tmp_path / "lake"
     env = {**os.environ, "WANDB_BASE_URL": emu.base_url, "WANDB_API_KEY": emu.api_key}
     command = [sys.executable, "-c", KILLED_INGEST, str(lake), f"{ENTITY}/{PROJECT}"]
@@ -333,16 +369,23 @@ def test_a_server_that_stops_answering_fails_that_run_only(tmp_path, emu):
 
 
 def test_no_key_and_no_server_are_each_one_clear_line(tmp_path):
-    base = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_WANDB_PROJECTS": "team/grpo", "HOME": str(tmp_path),
-            "WANDB_X_GRAPHQL_RETRY_MAX": "1", "WANDB_X_GRAPHQL_RETRY_WAIT_MIN_SECONDS": "1",
-            "WANDB_X_GRAPHQL_RETRY_WAIT_MAX_SECONDS": "1"}
+    base = {
+        "GRPOLENS_HOME": str(tmp_path / "home"),
+        "GRPOLENS_WANDB_PROJECTS": "team/grpo",
+        "HOME": str(tmp_path),
+        "WANDB_X_GRAPHQL_RETRY_MAX": "1",
+        "WANDB_X_GRAPHQL_RETRY_WAIT_MIN_SECONDS": "1",
+        "WANDB_X_GRAPHQL_RETRY_WAIT_MAX_SECONDS": "1",
+    }
     closed = "http://127.0.0.1:9"  # discard port: nothing listens
     no_key = grpolens("ingest", "--source", "wandb_cloud", env={**base, "WANDB_BASE_URL": closed}, check=True)
     assert [line for line in no_key.stderr.splitlines() if "skipped" in line] == [
-        f"  skipped: {closed}: unavailable: no W&B API key: set WANDB_API_KEY (or run `wandb login`)"]
+        f"  skipped: {closed}: unavailable: no W&B API key: set WANDB_API_KEY (or run `wandb login`)"
+    ]
     key = "0123456789abcdef" * 2 + "01234567"
-    down = grpolens("ingest", "--source", "wandb_cloud", env={**base, "WANDB_BASE_URL": closed, "WANDB_API_KEY": key},
-                    check=True)
+    down = grpolens(
+        "ingest", "--source", "wandb_cloud", env={**base, "WANDB_BASE_URL": closed, "WANDB_API_KEY": key}, check=True
+    )
     lines = [line for line in down.stderr.splitlines() if "skipped" in line]
     assert len(lines) == 1 and "did not answer" in lines[0] and "connection refused" in lines[0]
     assert "refused the API key" not in down.stderr and key not in down.stderr + down.stdout

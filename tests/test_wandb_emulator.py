@@ -53,18 +53,37 @@ def by_step(rows: list[dict]) -> dict[int, dict]:
 
 
 def test_listing_filters_on_updated_at_and_pages(emu):
-    times = ["2026-11-22T05:00:00Z", "2026-11-22T05:59:59Z", "2026-11-22T06:00:00Z", "2026-11-22T06:00:01Z",
-             "2026-11-22T07:30:00Z", "2026-11-22T08:00:00Z", "2026-11-22T09:15:00Z"]
+    times = [
+        "2026-11-22T05:00:00Z",
+        "2026-11-22T05:59:59Z",
+        "2026-11-22T06:00:00Z",
+        "2026-11-22T06:00:01Z",
+        "2026-11-22T07:30:00Z",
+        "2026-11-22T08:00:00Z",
+        "2026-11-22T09:15:00Z",
+    ]
     for i, t in enumerate(times):
-        emu.add_run("team", "grpo", f"run{i}", name=f"grpo-{i}", config={"lr": 1e-6 * (i + 1), "model": {"n": i}},
-                    summary={"reward": i / 2}, tags=["grpo", f"t{i}"], group="sweep-a" if i % 2 else None,
-                    job_type="train", state="running" if i == 6 else "finished", updated_at=t,
-                    created_at="2026-11-21T00:00:00Z", history=[{"_step": 0, "loss": 1.0}])
+        emu.add_run(
+            "team",
+            "grpo",
+            f"run{i}",
+            name=f"grpo-{i}",
+            config={"lr": 1e-6 * (i + 1), "model": {"n": i}},
+            summary={"reward": i / 2},
+            tags=["grpo", f"t{i}"],
+            group="sweep-a" if i % 2 else None,
+            job_type="train",
+            state="running" if i == 6 else "finished",
+            updated_at=t,
+            created_at="2026-11-21T00:00:00Z",
+            history=[{"_step": 0, "loss": 1.0}],
+        )
     emu.add_run("team", "other", "elsewhere", updated_at="2026-11-22T10:00:00Z")
     api = emu.api(entity="team")
 
-    runs = api.runs("team/grpo", filters={"updatedAt": {"$gt": "2026-11-22T06:00:00Z"}}, order="+updated_at",
-                    per_page=2)
+    runs = api.runs(
+        "team/grpo", filters={"updatedAt": {"$gt": "2026-11-22T06:00:00Z"}}, order="+updated_at", per_page=2
+    )
     got = list(runs)
     assert [r.id for r in got] == ["run3", "run4", "run5", "run6"]
     assert len(runs) == 4
@@ -73,8 +92,13 @@ def test_listing_filters_on_updated_at_and_pages(emu):
     assert json.loads(listing[0].variables["filters"]) == {"updatedAt": {"$gt": "2026-11-22T06:00:00Z"}}
 
     run = got[1]
-    assert (run.name, run.display_name, run.state, run.group, run.job_type) == ("grpo-4", "grpo-4", "finished",
-                                                                                 None, "train")
+    assert (run.name, run.display_name, run.state, run.group, run.job_type) == (
+        "grpo-4",
+        "grpo-4",
+        "finished",
+        None,
+        "train",
+    )
     assert run.tags == ["grpo", "t4"] and run.sweep is None
     assert run.created_at == "2026-11-21T00:00:00" and run.heartbeatAt == "2026-11-22T07:30:00"
     assert run.config == {"lr": 1e-6 * 5, "model": {"n": 4}}
@@ -82,9 +106,17 @@ def test_listing_filters_on_updated_at_and_pages(emu):
     assert run.lastHistoryStep == 0 and run.historyLineCount == 1
     assert got[3].state == "running" and got[2].group == "sweep-a"
 
-    window = api.runs("team/grpo", filters={"$and": [{"updatedAt": {"$gte": "2026-11-22T06:00:00Z"}},
-                                                     {"updatedAt": {"$lt": "2026-11-22T08:00:00+00:00"}}]},
-                      order="-created_at", per_page=50)
+    window = api.runs(
+        "team/grpo",
+        filters={
+            "$and": [
+                {"updatedAt": {"$gte": "2026-11-22T06:00:00Z"}},
+                {"updatedAt": {"$lt": "2026-11-22T08:00:00+00:00"}},
+            ]
+        },
+        order="-created_at",
+        per_page=50,
+    )
     assert sorted(r.id for r in window) == ["run2", "run3", "run4"]
     assert [r.id for r in api.runs("team/grpo", order="-updated_at", per_page=3)][:2] == ["run6", "run5"]
     assert not emu.unknown, emu.unknown
@@ -93,8 +125,13 @@ def test_listing_filters_on_updated_at_and_pages(emu):
 def test_scan_history_of_an_offline_run_across_the_parquet_live_boundary(tmp_path):
     rows = []
     for i in range(30):
-        row = {"loss": 1.0 / (i + 1), "reward": -0.5 + i / 10, "tokens": 2**53 + i, "phase": f"p{i % 3}",
-               "ok": i % 2 == 0}
+        row = {
+            "loss": 1.0 / (i + 1),
+            "reward": -0.5 + i / 10,
+            "tokens": 2**53 + i,
+            "phase": f"p{i % 3}",
+            "ok": i % 2 == 0,
+        }
         if i == 3:
             row.update(loss=float("nan"), reward=float("inf"))
         if i == 4:
@@ -102,8 +139,16 @@ def test_scan_history_of_an_offline_run_across_the_parquet_live_boundary(tmp_pat
         if i % 5 == 0:
             row["eval/acc"] = i / 30
         rows.append(row)
-    folder = write_run(tmp_path / "runs", rows, run_id="offl1ne", project="grpo", entity="team",
-                       config={"lr": 3e-6, "algo": "grpo"}, tags=["x"], group="g1")
+    folder = write_run(
+        tmp_path / "runs",
+        rows,
+        run_id="offl1ne",
+        project="grpo",
+        entity="team",
+        config={"lr": 3e-6, "algo": "grpo"},
+        tags=["x"],
+        group="g1",
+    )
     expected = {r["_step"]: r for r in read_offline_run(folder)["history"]}
     assert len(expected) == 30 and all({"_runtime", "_timestamp"} <= r.keys() for r in expected.values())
 
@@ -136,8 +181,13 @@ def test_scan_history_of_an_offline_run_across_the_parquet_live_boundary(tmp_pat
 
 def test_history_without_exported_rows_in_the_live_path_has_no_duplicates(tmp_path):
     with WandbEmulator(history_includes_exported=False) as emu:
-        emu.add_run("team", "grpo", "r", history=[{"_step": i, "x": i * 0.5, "s": "a" * i} for i in range(12)],
-                    exported_fraction=0.5)
+        emu.add_run(
+            "team",
+            "grpo",
+            "r",
+            history=[{"_step": i, "x": i * 0.5, "s": "a" * i} for i in range(12)],
+            exported_fraction=0.5,
+        )
         run = emu.api(entity="team").run("team/grpo/r")
         got = list(run.scan_history(min_step=2, use_cache=False))
         assert [r["_step"] for r in got] == list(range(2, 12))
@@ -172,8 +222,15 @@ def flat(row: dict, prefix: str = "") -> dict:
 
 
 def test_running_run_grows_and_rewinds(emu):
-    emu.add_run("team", "grpo", "live", state="running", history=[{"_step": i, "x": i} for i in range(4)],
-                exported_fraction=1.0, updated_at="2026-11-22T06:00:00Z")
+    emu.add_run(
+        "team",
+        "grpo",
+        "live",
+        state="running",
+        history=[{"_step": i, "x": i} for i in range(4)],
+        exported_fraction=1.0,
+        updated_at="2026-11-22T06:00:00Z",
+    )
     api = emu.api(entity="team")
     cursor = "2026-11-22T06:00:00Z"
     assert list(api.runs("team/grpo", filters={"updatedAt": {"$gt": cursor}})) == []
@@ -189,12 +246,22 @@ def test_running_run_grows_and_rewinds(emu):
 
 
 def test_logged_artifacts(emu):
-    emu.add_run("team", "grpo", "arty", artifacts=[{"name": "ckpt", "type": "model", "aliases": ["best"]},
-                                                   {"name": "ckpt", "type": "model"},
-                                                   {"name": "eval-set", "type": "dataset"}])
+    emu.add_run(
+        "team",
+        "grpo",
+        "arty",
+        artifacts=[
+            {"name": "ckpt", "type": "model", "aliases": ["best"]},
+            {"name": "ckpt", "type": "model"},
+            {"name": "eval-set", "type": "dataset"},
+        ],
+    )
     arts = list(emu.api(entity="team").run("team/grpo/arty").logged_artifacts())
-    assert [(a.name, a.type, a.version) for a in arts] == [("ckpt:v0", "model", "v0"), ("ckpt:v1", "model", "v1"),
-                                                           ("eval-set:v0", "dataset", "v0")]
+    assert [(a.name, a.type, a.version) for a in arts] == [
+        ("ckpt:v0", "model", "v0"),
+        ("ckpt:v1", "model", "v1"),
+        ("eval-set:v0", "dataset", "v0"),
+    ]
     assert arts[0].aliases == ["best"] and arts[1].aliases == ["latest"]
     assert not emu.unknown, emu.unknown
 

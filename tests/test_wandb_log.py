@@ -29,8 +29,17 @@ def kinds(records):
 def test_real_file_yields_every_complete_record():
     records, result = read_all(REAL_FILE)
     # The counts SOURCE.txt gives for this file (written by wandb 0.23.0 while the run was still going).
-    assert kinds(records) == {"stats": 1079, "output_raw": 653, "summary": 118, "history": 59, "files": 7,
-                              "telemetry": 2, "environment": 2, "header": 1, "run": 1}
+    assert kinds(records) == {
+        "stats": 1079,
+        "output_raw": 653,
+        "summary": 118,
+        "history": 59,
+        "files": 7,
+        "telemetry": 2,
+        "environment": 2,
+        "header": 1,
+        "run": 1,
+    }
     assert result.damage == []
     # The copy ends inside a record that spans into a block that was never written: read up to before it.
     assert result.incomplete_tail == REAL_FILE.stat().st_size - result.end_offset > 0

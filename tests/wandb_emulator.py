@@ -103,7 +103,8 @@ class GraphQLError(Exception):
     pass
 
 
-_TOKEN = re.compile(r'''
+_TOKEN = re.compile(
+    r'''
     (?P<ws>[\s,\ufeff]+|\#[^\n\r]*)
   | (?P<block>"""(?:[^"\\]|\\.|"(?!""))*""")
   | (?P<string>"(?:[^"\\\n]|\\.)*")
@@ -111,7 +112,9 @@ _TOKEN = re.compile(r'''
   | (?P<number>-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)
   | (?P<name>[_A-Za-z][_0-9A-Za-z]*)
   | (?P<punct>[!$&()\:=@\[\]{|}])
-''', re.VERBOSE)
+''',
+    re.VERBOSE,
+)
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
@@ -418,8 +421,14 @@ def wandb_time(dt: datetime | None) -> str | None:
     return None if dt is None else dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
-_TIME_FIELDS = {"updatedAt": "updated_at", "updated_at": "updated_at", "createdAt": "created_at",
-                "created_at": "created_at", "heartbeatAt": "heartbeat_at", "heartbeat_at": "heartbeat_at"}
+_TIME_FIELDS = {
+    "updatedAt": "updated_at",
+    "updated_at": "updated_at",
+    "createdAt": "created_at",
+    "created_at": "created_at",
+    "heartbeatAt": "heartbeat_at",
+    "heartbeat_at": "heartbeat_at",
+}
 
 
 class FilterError(GraphQLError):
@@ -430,15 +439,29 @@ def _field_value(run: EmuRun, name: str) -> tuple[bool, Any]:
     """(present, value) of a filterable run field."""
     if name in _TIME_FIELDS:
         return True, getattr(run, _TIME_FIELDS[name])
-    simple = {"state": run.state, "name": run.run_id, "displayName": run.display_name, "display_name": run.display_name,
-              "group": run.group, "jobType": run.job_type, "job_type": run.job_type, "tags": run.tags,
-              "sweep": run.sweep, "sweepName": run.sweep, "username": run.user, "host": run.host}
+    simple = {
+        "state": run.state,
+        "name": run.run_id,
+        "displayName": run.display_name,
+        "display_name": run.display_name,
+        "group": run.group,
+        "jobType": run.job_type,
+        "job_type": run.job_type,
+        "tags": run.tags,
+        "sweep": run.sweep,
+        "sweepName": run.sweep,
+        "username": run.user,
+        "host": run.host,
+    }
     if name in simple:
         return True, simple[name]
-    for prefix, source in (("config.", run.config), ("summary_metrics.", run.summary()),
-                           ("summaryMetrics.", run.summary())):
+    for prefix, source in (
+        ("config.", run.config),
+        ("summary_metrics.", run.summary()),
+        ("summaryMetrics.", run.summary()),
+    ):
         if name.startswith(prefix):
-            path = name[len(prefix):].split(".")
+            path = name[len(prefix) :].split(".")
             if prefix == "config." and path[-1] == "value" and len(path) > 1:
                 path = path[:-1]
             value: Any = source
@@ -455,7 +478,13 @@ def _compare(op: str, have: Any, want: Any, is_time: bool) -> bool:
         if have is None:
             return False
         try:
-            want = [parse_time(w) for w in want] if isinstance(want, list) else parse_time(want) if want is not None else None
+            want = (
+                [parse_time(w) for w in want]
+                if isinstance(want, list)
+                else parse_time(want)
+                if want is not None
+                else None
+            )
         except (ValueError, TypeError) as exc:
             raise FilterError(f"invalid filters: not a timestamp: {want!r} ({exc})") from None
     if op in ("$eq", "$ne"):
@@ -511,8 +540,14 @@ def _order_key(run: EmuRun, field_name: str):
     if field_name in _TIME_FIELDS:
         value = getattr(run, _TIME_FIELDS[field_name])
         return (0, value.timestamp() if value else 0.0)
-    names = {"name": run.run_id, "display_name": run.display_name, "displayName": run.display_name,
-             "state": run.state, "group": run.group or "", "job_type": run.job_type or ""}
+    names = {
+        "name": run.run_id,
+        "display_name": run.display_name,
+        "displayName": run.display_name,
+        "state": run.state,
+        "group": run.group or "",
+        "job_type": run.job_type or "",
+    }
     if field_name in names:
         return (1, names[field_name] or "")
     present, value = _field_value(run, field_name)
@@ -599,14 +634,28 @@ class EmuRun:
         keys: dict[str, dict] = {}
         for row in self.history:
             for k, v in row.items():
-                kind = ("number" if isinstance(v, (int, float)) and not isinstance(v, bool) else "boolean"
-                        if isinstance(v, bool) else "string" if isinstance(v, str) else "nil" if v is None else
-                        str(v.get("_type", "map")) if isinstance(v, dict) else "list")
+                kind = (
+                    "number"
+                    if isinstance(v, (int, float)) and not isinstance(v, bool)
+                    else "boolean"
+                    if isinstance(v, bool)
+                    else "string"
+                    if isinstance(v, str)
+                    else "nil"
+                    if v is None
+                    else str(v.get("_type", "map"))
+                    if isinstance(v, dict)
+                    else "list"
+                )
                 counts = keys.setdefault(k, {"typeCounts": {}})["typeCounts"]
                 counts[kind] = counts.get(kind, 0) + 1
-        return {"lastStep": self.history[-1]["_step"] if self.history else -1,
-                "keys": {k: {"typeCounts": [{"type": t, "count": c} for t, c in v["typeCounts"].items()]}
-                         for k, v in keys.items()}}
+        return {
+            "lastStep": self.history[-1]["_step"] if self.history else -1,
+            "keys": {
+                k: {"typeCounts": [{"type": t, "count": c} for t, c in v["typeCounts"].items()]}
+                for k, v in keys.items()
+            },
+        }
 
 
 class Request(NamedTuple):
@@ -637,7 +686,7 @@ def _column(values: list):
     if all(isinstance(v, bool) for v in present):
         return pa.array(values, pa.bool_())
     if all(isinstance(v, int) and not isinstance(v, bool) for v in present):
-        if all(-2**63 <= v < 2**63 for v in present):
+        if all(-(2**63) <= v < 2**63 for v in present):
             return pa.array(values, pa.int64())
         return pa.array([None if v is None else str(v) for v in values], pa.string())
     if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
@@ -657,8 +706,12 @@ def parquet_bytes(rows: list[dict]) -> bytes:
     import pyarrow.parquet as pq
 
     keys = ["_step"] + sorted({k for r in rows for k in r} - {"_step"})
-    table = pa.table({k: (pa.array([r["_step"] for r in rows], pa.int64()) if k == "_step"
-                          else _column([r.get(k) for r in rows])) for k in keys})
+    table = pa.table(
+        {
+            k: (pa.array([r["_step"] for r in rows], pa.int64()) if k == "_step" else _column([r.get(k) for r in rows]))
+            for k in keys
+        }
+    )
     sink = io.BytesIO()
     pq.write_table(table, sink)
     return sink.getvalue()
@@ -721,10 +774,18 @@ def read_offline_run(path: str | Path) -> dict:
             kind = record.WhichOneof("record_type")
             if kind == "run":
                 run = record.run
-                out.update(run_id=run.run_id, entity=run.entity, project=run.project,
-                           display_name=run.display_name or None, tags=list(run.tags), group=run.run_group or None,
-                           job_type=run.job_type or None, sweep=run.sweep_id or None, notes=run.notes or None,
-                           host=run.host or None)
+                out.update(
+                    run_id=run.run_id,
+                    entity=run.entity,
+                    project=run.project,
+                    display_name=run.display_name or None,
+                    tags=list(run.tags),
+                    group=run.run_group or None,
+                    job_type=run.job_type or None,
+                    sweep=run.sweep_id or None,
+                    notes=run.notes or None,
+                    host=run.host or None,
+                )
                 if run.start_time.seconds:
                     out["start_time"] = datetime.fromtimestamp(run.start_time.ToSeconds(), UTC)
                 for item in run.config.update:
@@ -752,8 +813,15 @@ def read_offline_run(path: str | Path) -> dict:
                 out["exit_code"] = record.exit.exit_code
             elif kind == "artifact":
                 a = record.artifact
-                out["artifacts"].append({"name": a.name, "type": a.type, "aliases": list(a.aliases),
-                                         "digest": a.digest, "description": a.description or None})
+                out["artifacts"].append(
+                    {
+                        "name": a.name,
+                        "type": a.type,
+                        "aliases": list(a.aliases),
+                        "digest": a.digest,
+                        "description": a.description or None,
+                    }
+                )
     return out
 
 
@@ -762,9 +830,15 @@ def read_offline_run(path: str | Path) -> dict:
 
 
 class WandbEmulator:
-    def __init__(self, api_key: str | None = None, viewer_entity: str = "emulator-user",
-                 history_includes_exported: bool = True, rows_per_parquet_file: int | None = None,
-                 shuffle_parquet_urls: bool = True, seed: int = 0):
+    def __init__(
+        self,
+        api_key: str | None = None,
+        viewer_entity: str = "emulator-user",
+        history_includes_exported: bool = True,
+        rows_per_parquet_file: int | None = None,
+        shuffle_parquet_urls: bool = True,
+        seed: int = 0,
+    ):
         self.api_key = api_key or secrets.token_hex(20)
         self.viewer_entity = viewer_entity
         self.history_includes_exported = history_includes_exported
@@ -813,12 +887,30 @@ class WandbEmulator:
             self._project_ids[key] = len(self._project_ids) + 1
         return self._projects[key]
 
-    def add_run(self, entity: str, project: str, run_id: str, *, name: str | None = None,
-                config: dict | None = None, summary: dict | None = None, tags: Iterable[str] = (),
-                group: str | None = None, job_type: str | None = None, sweep: str | None = None,
-                state: str = "finished", history: Iterable[dict] = (), artifacts: Iterable[dict] = (),
-                exported_fraction: float = 0.0, created_at=None, updated_at=None, heartbeat_at=None,
-                notes: str | None = None, host: str | None = None, system_metrics: dict | None = None) -> EmuRun:
+    def add_run(
+        self,
+        entity: str,
+        project: str,
+        run_id: str,
+        *,
+        name: str | None = None,
+        config: dict | None = None,
+        summary: dict | None = None,
+        tags: Iterable[str] = (),
+        group: str | None = None,
+        job_type: str | None = None,
+        sweep: str | None = None,
+        state: str = "finished",
+        history: Iterable[dict] = (),
+        artifacts: Iterable[dict] = (),
+        exported_fraction: float = 0.0,
+        created_at=None,
+        updated_at=None,
+        heartbeat_at=None,
+        notes: str | None = None,
+        host: str | None = None,
+        system_metrics: dict | None = None,
+    ) -> EmuRun:
         """Store a run as the server holds it. ``history`` rows need ``_step`` (or get 0, 1, ...); ``artifacts``
         are dicts with ``name``, ``type`` and optional ``aliases``, ``version``, ``digest``, ``description``."""
         with self._lock:
@@ -834,11 +926,27 @@ class WandbEmulator:
                 rows.append(row)
             rows.sort(key=lambda r: r["_step"])
             self._seq += 1
-            run = EmuRun(entity=entity, project=project, run_id=run_id, internal_id=self._seq,
-                         display_name=name or run_id, config=dict(config or {}), summary_updates=dict(summary or {}),
-                         tags=list(tags or []), group=group, job_type=job_type, sweep=sweep, state=state,
-                         created_at=created, heartbeat_at=heartbeat, updated_at=updated,
-                         history=rows, notes=notes, host=host, system_metrics=dict(system_metrics or {}))
+            run = EmuRun(
+                entity=entity,
+                project=project,
+                run_id=run_id,
+                internal_id=self._seq,
+                display_name=name or run_id,
+                config=dict(config or {}),
+                summary_updates=dict(summary or {}),
+                tags=list(tags or []),
+                group=group,
+                job_type=job_type,
+                sweep=sweep,
+                state=state,
+                created_at=created,
+                heartbeat_at=heartbeat,
+                updated_at=updated,
+                history=rows,
+                notes=notes,
+                host=host,
+                system_metrics=dict(system_metrics or {}),
+            )
             for a in artifacts:
                 self._add_artifact(run, a)
             runs[run_id] = run
@@ -847,8 +955,9 @@ class WandbEmulator:
 
     def _add_artifact(self, run: EmuRun, a: dict) -> None:
         name = a["name"].split(":")[0]
-        earlier = sum(1 for r in self._all_runs() for x in r.artifacts if x.name == name) + \
-            sum(1 for x in run.artifacts if x.name == name)
+        earlier = sum(1 for r in self._all_runs() for x in r.artifacts if x.name == name) + sum(
+            1 for x in run.artifacts if x.name == name
+        )
         version = a.get("version", earlier)
         aliases = list(a.get("aliases") or [])
         if "latest" not in aliases:
@@ -857,11 +966,20 @@ class WandbEmulator:
             for x in r.artifacts:
                 if x.name == name and "latest" in x.aliases:
                     x.aliases.remove("latest")
-        run.artifacts.append(Artifact(name=name, type=a.get("type", "dataset"), version=version, aliases=aliases,
-                                      digest=a.get("digest") or hashlib.md5(f"{name}:{version}".encode()).hexdigest(),
-                                      created_at=self.now(), description=a.get("description"),
-                                      metadata=dict(a.get("metadata") or {}), size=int(a.get("size", 0)),
-                                      history_step=a.get("history_step")))
+        run.artifacts.append(
+            Artifact(
+                name=name,
+                type=a.get("type", "dataset"),
+                version=version,
+                aliases=aliases,
+                digest=a.get("digest") or hashlib.md5(f"{name}:{version}".encode()).hexdigest(),
+                created_at=self.now(),
+                description=a.get("description"),
+                metadata=dict(a.get("metadata") or {}),
+                size=int(a.get("size", 0)),
+                history_step=a.get("history_step"),
+            )
+        )
 
     def add_artifact(self, entity: str, project: str, run_id: str, artifact: dict) -> None:
         with self._lock:
@@ -869,20 +987,44 @@ class WandbEmulator:
             self._add_artifact(run, artifact)
             self._touch(run)
 
-    def add_offline_run(self, path: str | Path, *, entity: str | None = None, project: str | None = None,
-                        run_id: str | None = None, exported_fraction: float = 0.5, state: str | None = None,
-                        **overrides: Any) -> EmuRun:
+    def add_offline_run(
+        self,
+        path: str | Path,
+        *,
+        entity: str | None = None,
+        project: str | None = None,
+        run_id: str | None = None,
+        exported_fraction: float = 0.5,
+        state: str | None = None,
+        **overrides: Any,
+    ) -> EmuRun:
         """Load a run from its offline ``.wandb`` file (or run folder), as if it had been synced."""
         d = read_offline_run(path)
         if state is None:
             state = "running" if d["exit_code"] is None else "finished" if d["exit_code"] == 0 else "failed"
-        kwargs = dict(name=d.get("display_name"), config=d["config"], summary=d["summary"], tags=d.get("tags", []),
-                      group=d.get("group"), job_type=d.get("job_type"), sweep=d.get("sweep"), state=state,
-                      history=d["history"], artifacts=d["artifacts"], exported_fraction=exported_fraction,
-                      created_at=d.get("start_time"), notes=d.get("notes"), host=d.get("host"))
+        kwargs = dict(
+            name=d.get("display_name"),
+            config=d["config"],
+            summary=d["summary"],
+            tags=d.get("tags", []),
+            group=d.get("group"),
+            job_type=d.get("job_type"),
+            sweep=d.get("sweep"),
+            state=state,
+            history=d["history"],
+            artifacts=d["artifacts"],
+            exported_fraction=exported_fraction,
+            created_at=d.get("start_time"),
+            notes=d.get("notes"),
+            host=d.get("host"),
+        )
         kwargs.update(overrides)
-        return self.add_run(entity or d.get("entity") or "testers", project or d.get("project") or "uncategorized",
-                            run_id or d["run_id"], **kwargs)
+        return self.add_run(
+            entity or d.get("entity") or "testers",
+            project or d.get("project") or "uncategorized",
+            run_id or d["run_id"],
+            **kwargs,
+        )
 
     def _all_runs(self) -> Iterable[EmuRun]:
         for runs in self._projects.values():
@@ -939,8 +1081,16 @@ class WandbEmulator:
             self._touch(run)
             return run
 
-    def export(self, entity: str, project: str, run_id: str, *, fraction: float | None = None,
-               upto_step: int | None = None, touch: bool = False) -> EmuRun:
+    def export(
+        self,
+        entity: str,
+        project: str,
+        run_id: str,
+        *,
+        fraction: float | None = None,
+        upto_step: int | None = None,
+        touch: bool = False,
+    ) -> EmuRun:
         """(Re)write the run's Parquet export: the first ``fraction`` of its rows, or the rows below ``upto_step``
         (all rows when neither is given). The server does this in the background some time after logging."""
         with self._lock:
@@ -966,7 +1116,7 @@ class WandbEmulator:
             run.parquet_files = []
         else:
             size = self.rows_per_parquet_file or max(1, math.ceil(len(exported) / 2))
-            run.parquet_files = [parquet_bytes(exported[i:i + size]) for i in range(0, len(exported), size)]
+            run.parquet_files = [parquet_bytes(exported[i : i + size]) for i in range(0, len(exported), size)]
         run.url_order = list(range(len(run.parquet_files)))
         if self.shuffle_parquet_urls and len(run.url_order) > 1:
             while run.url_order == sorted(run.url_order):
@@ -978,8 +1128,15 @@ class WandbEmulator:
 
     # -- faults
 
-    def fail(self, kind: str, times: int = 1, operation: str | None = None, run_id: str | None = None,
-             after: int = 0, **options: Any) -> None:
+    def fail(
+        self,
+        kind: str,
+        times: int = 1,
+        operation: str | None = None,
+        run_id: str | None = None,
+        after: int = 0,
+        **options: Any,
+    ) -> None:
         with self._lock:
             self._faults.append(Fault(str(kind), times, operation, run_id, after, options))
 
@@ -1021,8 +1178,10 @@ class WandbEmulator:
     # -- GraphQL schema
 
     def _file_url(self, run: EmuRun, index: int) -> str:
-        path = (f"/files/{quote(run.entity, safe='')}/{quote(run.project, safe='')}/{quote(run.run_id, safe='')}"
-                f"/history/{run.export_generation}/{index}.parquet")
+        path = (
+            f"/files/{quote(run.entity, safe='')}/{quote(run.project, safe='')}/{quote(run.run_id, safe='')}"
+            f"/history/{run.export_generation}/{index}.parquet"
+        )
         expires = int(time.time()) + 3600
         sig = hmac.new(self._sign_key, f"{path}:{expires}".encode(), hashlib.sha256).hexdigest()
         return f"{self.base_url}{path}?X-Goog-Expires={expires}&X-Goog-Signature={sig}"
@@ -1038,24 +1197,50 @@ class WandbEmulator:
         return hmac.compare_digest(sig, good) and expires >= time.time()
 
     def _root(self) -> Obj:
-        return Obj("Query", {
-            "viewer": lambda args: self._viewer(),
-            "serverInfo": lambda args: Obj("ServerInfo", {
-                "features": [Obj("ServerFeature", {"name": k, "isEnabled": v}) for k, v in self.features.items()],
-                "latestLocalVersionInfo": None, "cliVersionInfo": "{}", "availableBucketProviders": []}),
-            "project": lambda args: self._project_obj(args.get("entityName") or self.viewer_entity, args.get("name")),
-            "entity": lambda args: Obj("Entity", {"name": args.get("name"), "id": _b64(f"Entity:{args.get('name')}")}),
-        })
+        return Obj(
+            "Query",
+            {
+                "viewer": lambda args: self._viewer(),
+                "serverInfo": lambda args: Obj(
+                    "ServerInfo",
+                    {
+                        "features": [
+                            Obj("ServerFeature", {"name": k, "isEnabled": v}) for k, v in self.features.items()
+                        ],
+                        "latestLocalVersionInfo": None,
+                        "cliVersionInfo": "{}",
+                        "availableBucketProviders": [],
+                    },
+                ),
+                "project": lambda args: self._project_obj(
+                    args.get("entityName") or self.viewer_entity, args.get("name")
+                ),
+                "entity": lambda args: Obj(
+                    "Entity", {"name": args.get("name"), "id": _b64(f"Entity:{args.get('name')}")}
+                ),
+            },
+        )
 
     def _viewer(self) -> Obj:
         teams = sorted({e for e, _ in self._projects} - {self.viewer_entity})
-        return Obj("User", {
-            "id": _b64(f"User:{self.viewer_entity}"), "entity": self.viewer_entity, "username": self.viewer_entity,
-            "email": f"{self.viewer_entity}@example.invalid", "name": self.viewer_entity, "admin": False,
-            "flags": "{}", "userInfo": None, "defaultFramework": None,
-            "teams": Obj("EntityConnection", {"edges": [Obj("EntityEdge", {"node": Obj("Entity", {"name": t})})
-                                                        for t in teams]}),
-        })
+        return Obj(
+            "User",
+            {
+                "id": _b64(f"User:{self.viewer_entity}"),
+                "entity": self.viewer_entity,
+                "username": self.viewer_entity,
+                "email": f"{self.viewer_entity}@example.invalid",
+                "name": self.viewer_entity,
+                "admin": False,
+                "flags": "{}",
+                "userInfo": None,
+                "defaultFramework": None,
+                "teams": Obj(
+                    "EntityConnection",
+                    {"edges": [Obj("EntityEdge", {"node": Obj("Entity", {"name": t})}) for t in teams]},
+                ),
+            },
+        )
 
     def _project_obj(self, entity: str, name: str | None) -> Obj | None:
         key = (entity, name)
@@ -1063,14 +1248,21 @@ class WandbEmulator:
             return None
         pid = self._project_ids[key]
         runs = self._projects[key]
-        return Obj("Project", {
-            "id": _b64(f"Project:v1:{name}:{entity}"), "internalId": str(pid), "name": name, "entityName": entity,
-            "entity": Obj("Entity", {"name": entity, "id": _b64(f"Entity:{entity}")}), "readOnly": False,
-            "createdAt": wandb_time(min((r.created_at for r in runs.values()), default=self.now())),
-            "runCount": lambda args: sum(1 for r in runs.values() if run_matches(r, self._filters(args))),
-            "runs": lambda args: self._runs_connection(key, args),
-            "run": lambda args: self._run_obj(runs[args["name"]]) if args.get("name") in runs else None,
-        })
+        return Obj(
+            "Project",
+            {
+                "id": _b64(f"Project:v1:{name}:{entity}"),
+                "internalId": str(pid),
+                "name": name,
+                "entityName": entity,
+                "entity": Obj("Entity", {"name": entity, "id": _b64(f"Entity:{entity}")}),
+                "readOnly": False,
+                "createdAt": wandb_time(min((r.created_at for r in runs.values()), default=self.now())),
+                "runCount": lambda args: sum(1 for r in runs.values() if run_matches(r, self._filters(args))),
+                "runs": lambda args: self._runs_connection(key, args),
+                "run": lambda args: self._run_obj(runs[args["name"]]) if args.get("name") in runs else None,
+            },
+        )
 
     @staticmethod
     def _filters(args: dict) -> Any:
@@ -1101,49 +1293,101 @@ class WandbEmulator:
                 raise GraphQLError(f"invalid cursor {after!r}") from None
             matched = [r for r in matched if (sort_key[r.run_id] < ck if desc else sort_key[r.run_id] > ck)]
         first = args.get("first")
-        page = matched if first is None else matched[:max(0, int(first))]
-        edges = [Obj("RunEdge", {"node": self._run_obj(r), "cursor": base64.b64encode(
-            json.dumps([list(sort_key[r.run_id][0]), sort_key[r.run_id][1]], default=str).encode()).decode()})
-            for r in page]
-        return Obj("RunConnection", {
-            "edges": edges, "totalCount": len(matched),
-            "pageInfo": Obj("PageInfo", {"endCursor": edges[-1]["cursor"] if edges else after,
-                                         "hasNextPage": len(matched) > len(page),
-                                         "startCursor": edges[0]["cursor"] if edges else None,
-                                         "hasPreviousPage": bool(after)}),
-        })
+        page = matched if first is None else matched[: max(0, int(first))]
+        edges = [
+            Obj(
+                "RunEdge",
+                {
+                    "node": self._run_obj(r),
+                    "cursor": base64.b64encode(
+                        json.dumps([list(sort_key[r.run_id][0]), sort_key[r.run_id][1]], default=str).encode()
+                    ).decode(),
+                },
+            )
+            for r in page
+        ]
+        return Obj(
+            "RunConnection",
+            {
+                "edges": edges,
+                "totalCount": len(matched),
+                "pageInfo": Obj(
+                    "PageInfo",
+                    {
+                        "endCursor": edges[-1]["cursor"] if edges else after,
+                        "hasNextPage": len(matched) > len(page),
+                        "startCursor": edges[0]["cursor"] if edges else None,
+                        "hasPreviousPage": bool(after),
+                    },
+                ),
+            },
+        )
 
     def _run_obj(self, run: EmuRun) -> Obj:
         config = {k: {"value": v, "desc": None} for k, v in run.config.items()}
         project = self._project_obj(run.entity, run.project)
-        return Obj("Run", {
-            "id": run.storage_id, "name": run.run_id, "displayName": run.display_name, "state": run.state,
-            "config": _json(config), "summaryMetrics": _json(run.summary()), "systemMetrics": _json(run.system_metrics),
-            "tags": list(run.tags), "group": run.group, "jobType": run.job_type, "sweepName": run.sweep,
-            "sweep": None if run.sweep is None else Obj("Sweep", {"name": run.sweep, "id": _b64(f"Sweep:{run.sweep}"),
-                                                                    "displayName": run.sweep, "state": "FINISHED"}),
-            "commit": run.commit, "readOnly": False, "createdAt": wandb_time(run.created_at),
-            "heartbeatAt": wandb_time(run.heartbeat_at), "updatedAt": wandb_time(run.updated_at),
-            "description": run.description, "notes": run.notes, "host": run.host,
-            "historyLineCount": len(run.history), "historyKeys": run.history_keys(),
-            "user": Obj("User", {"name": run.user, "username": run.user, "id": _b64(f"User:{run.user}")}),
-            "projectId": self._project_ids[(run.entity, run.project)], "project": project,
-            "history": lambda args: self._history(run, args),
-            "sampledHistory": lambda args: self._sampled_history(run, args),
-            "parquetHistory": lambda args: self._parquet_history(run, args),
-            "outputArtifacts": lambda args: self._artifacts(run, args),
-            "inputArtifacts": lambda args: self._artifacts(run, args, used=True),
-            "stopped": False, "runInfo": None, "wandbConfig": None,
-        })
+        return Obj(
+            "Run",
+            {
+                "id": run.storage_id,
+                "name": run.run_id,
+                "displayName": run.display_name,
+                "state": run.state,
+                "config": _json(config),
+                "summaryMetrics": _json(run.summary()),
+                "systemMetrics": _json(run.system_metrics),
+                "tags": list(run.tags),
+                "group": run.group,
+                "jobType": run.job_type,
+                "sweepName": run.sweep,
+                "sweep": None
+                if run.sweep is None
+                else Obj(
+                    "Sweep",
+                    {
+                        "name": run.sweep,
+                        "id": _b64(f"Sweep:{run.sweep}"),
+                        "displayName": run.sweep,
+                        "state": "FINISHED",
+                    },
+                ),
+                "commit": run.commit,
+                "readOnly": False,
+                "createdAt": wandb_time(run.created_at),
+                "heartbeatAt": wandb_time(run.heartbeat_at),
+                "updatedAt": wandb_time(run.updated_at),
+                "description": run.description,
+                "notes": run.notes,
+                "host": run.host,
+                "historyLineCount": len(run.history),
+                "historyKeys": run.history_keys(),
+                "user": Obj("User", {"name": run.user, "username": run.user, "id": _b64(f"User:{run.user}")}),
+                "projectId": self._project_ids[(run.entity, run.project)],
+                "project": project,
+                "history": lambda args: self._history(run, args),
+                "sampledHistory": lambda args: self._sampled_history(run, args),
+                "parquetHistory": lambda args: self._parquet_history(run, args),
+                "outputArtifacts": lambda args: self._artifacts(run, args),
+                "inputArtifacts": lambda args: self._artifacts(run, args, used=True),
+                "stopped": False,
+                "runInfo": None,
+                "wandbConfig": None,
+            },
+        )
 
     def _history(self, run: EmuRun, args: dict) -> list[str]:
         lo = args.get("minStep")
         hi = args.get("maxStep")
         samples = args.get("samples")
-        rows = [r for r in run.history if (lo is None or r["_step"] >= lo) and (hi is None or r["_step"] < hi)
-                and (self.history_includes_exported or r["_step"] >= run.export_boundary)]
+        rows = [
+            r
+            for r in run.history
+            if (lo is None or r["_step"] >= lo)
+            and (hi is None or r["_step"] < hi)
+            and (self.history_includes_exported or r["_step"] >= run.export_boundary)
+        ]
         if samples is not None and len(rows) > samples:
-            rows = rows[:max(0, int(samples))]
+            rows = rows[: max(0, int(samples))]
         return [_json(r) for r in rows]
 
     def _sampled_history(self, run: EmuRun, args: dict) -> list[list[dict]]:
@@ -1152,9 +1396,11 @@ class WandbEmulator:
             spec = json.loads(spec) if isinstance(spec, str) else spec
             keys = spec.get("keys") or []
             lo, hi = spec.get("minStep"), spec.get("maxStep")
-            rows = [{k: r[k] for k in keys if k in r} for r in run.history
-                    if all(k in r for k in keys) and (lo is None or r["_step"] >= lo)
-                    and (hi is None or r["_step"] <= hi)]  # the server treats maxStep as inclusive here
+            rows = [
+                {k: r[k] for k in keys if k in r}
+                for r in run.history
+                if all(k in r for k in keys) and (lo is None or r["_step"] >= lo) and (hi is None or r["_step"] <= hi)
+            ]  # the server treats maxStep as inclusive here
             samples = spec.get("samples")
             if samples and len(rows) > samples:
                 idx = sorted({round(i * (len(rows) - 1) / max(1, samples - 1)) for i in range(samples)})
@@ -1165,37 +1411,73 @@ class WandbEmulator:
     def _parquet_history(self, run: EmuRun, args: dict) -> Obj:
         live_keys = args.get("liveKeys") or []
         live = [{k: r[k] for k in live_keys if k in r} for r in run.history if r["_step"] >= run.export_boundary]
-        return Obj("ParquetHistory", {"parquetUrls": [self._file_url(run, i) for i in run.url_order],
-                                      "liveData": live})
+        return Obj("ParquetHistory", {"parquetUrls": [self._file_url(run, i) for i in run.url_order], "liveData": live})
 
     def _artifacts(self, run: EmuRun, args: dict, used: bool = False) -> Obj:
         items = [] if used else list(run.artifacts)
         start = int(base64.b64decode(args["after"]).decode()) if args.get("after") else 0
         first = args.get("first")
-        page = items[start:] if first is None else items[start:start + int(first)]
-        project = Obj("Project", {"id": _b64(f"Project:v1:{run.project}:{run.entity}"),
-                                  "internalId": str(self._project_ids[(run.entity, run.project)]),
-                                  "name": run.project, "entityName": run.entity,
-                                  "entity": Obj("Entity", {"name": run.entity, "id": _b64(f"Entity:{run.entity}")})})
+        page = items[start:] if first is None else items[start : start + int(first)]
+        project = Obj(
+            "Project",
+            {
+                "id": _b64(f"Project:v1:{run.project}:{run.entity}"),
+                "internalId": str(self._project_ids[(run.entity, run.project)]),
+                "name": run.project,
+                "entityName": run.entity,
+                "entity": Obj("Entity", {"name": run.entity, "id": _b64(f"Entity:{run.entity}")}),
+            },
+        )
         edges = []
         for i, a in enumerate(page, start):
-            seq = Obj("ArtifactSequence", {"name": a.name, "project": project, "id": _b64(f"ArtifactSequence:{a.name}")})
-            node = Obj("Artifact", {
-                "id": _b64(f"Artifact:{run.entity}/{run.project}/{a.name}:v{a.version}"), "artifactSequence": seq,
-                "versionIndex": a.version, "artifactType": Obj("ArtifactType", {"name": a.type}),
-                "description": a.description, "metadata": _json(a.metadata), "ttlDurationSeconds": -2,
-                "ttlIsInherited": True, "tags": [], "historyStep": a.history_step, "state": "COMMITTED",
-                "size": a.size, "digest": a.digest, "digestAlgorithm": "MANIFEST_MD5", "commitHash": a.digest[:12],
-                "fileCount": a.file_count, "createdAt": wandb_time(a.created_at), "updatedAt": None,
-                "aliases": [Obj("ArtifactAlias", {"id": _b64(f"ArtifactAlias:{a.name}:{al}"), "alias": al,
-                                                  "artifactCollection": seq}) for al in a.aliases],
-            })
+            seq = Obj(
+                "ArtifactSequence", {"name": a.name, "project": project, "id": _b64(f"ArtifactSequence:{a.name}")}
+            )
+            node = Obj(
+                "Artifact",
+                {
+                    "id": _b64(f"Artifact:{run.entity}/{run.project}/{a.name}:v{a.version}"),
+                    "artifactSequence": seq,
+                    "versionIndex": a.version,
+                    "artifactType": Obj("ArtifactType", {"name": a.type}),
+                    "description": a.description,
+                    "metadata": _json(a.metadata),
+                    "ttlDurationSeconds": -2,
+                    "ttlIsInherited": True,
+                    "tags": [],
+                    "historyStep": a.history_step,
+                    "state": "COMMITTED",
+                    "size": a.size,
+                    "digest": a.digest,
+                    "digestAlgorithm": "MANIFEST_MD5",
+                    "commitHash": a.digest[:12],
+                    "fileCount": a.file_count,
+                    "createdAt": wandb_time(a.created_at),
+                    "updatedAt": None,
+                    "aliases": [
+                        Obj(
+                            "ArtifactAlias",
+                            {"id": _b64(f"ArtifactAlias:{a.name}:{al}"), "alias": al, "artifactCollection": seq},
+                        )
+                        for al in a.aliases
+                    ],
+                },
+            )
             edges.append(Obj("ArtifactEdge", {"node": node, "cursor": _b64(str(i + 1))}))
-        return Obj("ArtifactConnection", {
-            "totalCount": len(items), "edges": edges,
-            "pageInfo": Obj("PageInfo", {"endCursor": edges[-1]["cursor"] if edges else args.get("after"),
-                                         "hasNextPage": start + len(page) < len(items)}),
-        })
+        return Obj(
+            "ArtifactConnection",
+            {
+                "totalCount": len(items),
+                "edges": edges,
+                "pageInfo": Obj(
+                    "PageInfo",
+                    {
+                        "endCursor": edges[-1]["cursor"] if edges else args.get("after"),
+                        "hasNextPage": start + len(page) < len(items),
+                    },
+                ),
+            },
+        )
 
     def graphql(self, query: str, variables: dict | None = None) -> dict:
         """Answer a GraphQL request body as the server would: ``{"data": ...}`` or ``{"errors": [...]}``."""
@@ -1217,16 +1499,27 @@ class WandbEmulator:
         import wandb
 
         wait, timeout = max(1, int(wait_seconds)), max(1, int(timeout_seconds))
-        wandb.setup(wandb.Settings(x_graphql_retry_max=retry_max, x_graphql_retry_wait_min_seconds=wait,
-                                   x_graphql_retry_wait_max_seconds=wait, x_graphql_timeout_seconds=timeout,
-                                   x_file_transfer_retry_max=retry_max, x_file_transfer_retry_wait_min_seconds=wait,
-                                   x_file_transfer_retry_wait_max_seconds=wait, x_file_transfer_timeout_seconds=timeout))
+        wandb.setup(
+            wandb.Settings(
+                x_graphql_retry_max=retry_max,
+                x_graphql_retry_wait_min_seconds=wait,
+                x_graphql_retry_wait_max_seconds=wait,
+                x_graphql_timeout_seconds=timeout,
+                x_file_transfer_retry_max=retry_max,
+                x_file_transfer_retry_wait_min_seconds=wait,
+                x_file_transfer_retry_wait_max_seconds=wait,
+                x_file_transfer_timeout_seconds=timeout,
+            )
+        )
 
     def api(self, entity: str | None = None, api_key: str | None = None, timeout: int | None = 30):
         import wandb
 
-        return wandb.Api(api_key=api_key or self.api_key, timeout=timeout,
-                         overrides={"base_url": self.base_url, "entity": entity or self.viewer_entity})
+        return wandb.Api(
+            api_key=api_key or self.api_key,
+            timeout=timeout,
+            overrides={"base_url": self.base_url, "entity": entity or self.viewer_entity},
+        )
 
     # -- server
 
@@ -1300,8 +1593,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._pending = None
             self.emulator.requests.append(Request(op, variables, status, method, path, time.monotonic()))
 
-    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None,
-              content_type: str = "application/json", head: bool = False) -> None:
+    def _send(
+        self,
+        status: int,
+        body: bytes,
+        headers: dict[str, str] | None = None,
+        content_type: str = "application/json",
+        head: bool = False,
+    ) -> None:
         self._log(status)
         self.send_response(status)
         self.send_header("Content-Type", content_type)
@@ -1350,20 +1649,29 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "429":
             headers = {"Retry-After": str(opts.get("retry_after", 1))}
             if "reset" in opts:
-                headers.update({"RateLimit-Limit": "100", "RateLimit-Remaining": "0",
-                                "RateLimit-Reset": str(opts["reset"])})
+                headers.update(
+                    {"RateLimit-Limit": "100", "RateLimit-Remaining": "0", "RateLimit-Reset": str(opts["reset"])}
+                )
             record[0] = 429
             self._error(429, opts.get("message", "rate limit exceeded"), headers)
             return True
         if kind in ("500", "502", "503", "504", "401", "403", "404"):
             record[0] = int(kind)
-            self._error(int(kind), opts.get("message", {"401": "user is not logged in", "403": "permission denied",
-                                                         "404": "not found"}.get(kind, "internal server error")))
+            self._error(
+                int(kind),
+                opts.get(
+                    "message",
+                    {"401": "user is not logged in", "403": "permission denied", "404": "not found"}.get(
+                        kind, "internal server error"
+                    ),
+                ),
+            )
             return True
         if kind == "graphql_error":
             record[0] = 200
-            self._send(200, json.dumps({"errors": [{"message": opts.get("message", "emulated error")}],
-                                        "data": None}).encode())
+            self._send(
+                200, json.dumps({"errors": [{"message": opts.get("message", "emulated error")}], "data": None}).encode()
+            )
             return True
         if kind == "truncated":
             return False  # handled where the body is known
@@ -1381,8 +1689,12 @@ class _Handler(BaseHTTPRequestHandler):
         m = _FILE_PATH.match(split.path)
         status = [404]
         run_id = unquote(m.group(3)) if m else None
-        self._pending = ("file", {"run": run_id, "path": split.path, "range": self.headers.get("Range")},
-                         "HEAD" if head else "GET", split.path)
+        self._pending = (
+            "file",
+            {"run": run_id, "path": split.path, "range": self.headers.get("Range")},
+            "HEAD" if head else "GET",
+            split.path,
+        )
         try:
             if not m:
                 return self._error(404, "not found")
@@ -1391,8 +1703,9 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if not em._check_signature(split.path, split.query):
                 status[0] = 403
-                return self._send(403, b"<Error><Code>SignatureDoesNotMatch</Code></Error>",
-                                  content_type="application/xml")
+                return self._send(
+                    403, b"<Error><Code>SignatureDoesNotMatch</Code></Error>", content_type="application/xml"
+                )
             entity, project = unquote(m.group(1)), unquote(m.group(2))
             gen, index = int(m.group(4)), int(m.group(5))
             with em._lock:
@@ -1400,13 +1713,16 @@ class _Handler(BaseHTTPRequestHandler):
                     run = em.get_run(entity, project, run_id)
                 except KeyError:
                     run = None
-                data = run.parquet_files[index] if run and run.export_generation == gen and \
-                    index < len(run.parquet_files) else None
+                data = (
+                    run.parquet_files[index]
+                    if run and run.export_generation == gen and index < len(run.parquet_files)
+                    else None
+                )
             if data is None:
                 status[0] = 404
                 return self._send(404, b"<Error><Code>NoSuchKey</Code></Error>", content_type="application/xml")
             if fault and fault.kind == "truncated":
-                data = data[:len(data) // 2]
+                data = data[: len(data) // 2]
             headers = {"Accept-Ranges": "bytes", "ETag": f'"{hashlib.md5(data).hexdigest()}"'}
             rng = self.headers.get("Range")
             if rng and rng.startswith("bytes="):
@@ -1418,11 +1734,16 @@ class _Handler(BaseHTTPRequestHandler):
                     start, end = int(first), min(int(last), size - 1) if last else size - 1
                 if start >= size or start > end:
                     status[0] = 416
-                    return self._send(416, b"", {"Content-Range": f"bytes */{size}"},
-                                      content_type="application/octet-stream", head=head)
+                    return self._send(
+                        416,
+                        b"",
+                        {"Content-Range": f"bytes */{size}"},
+                        content_type="application/octet-stream",
+                        head=head,
+                    )
                 headers["Content-Range"] = f"bytes {start}-{end}/{size}"
                 status[0] = 206
-                return self._send(206, data[start:end + 1], headers, "application/octet-stream", head)
+                return self._send(206, data[start : end + 1], headers, "application/octet-stream", head)
             status[0] = 200
             self._send(200, data, headers, "application/octet-stream", head)
         finally:
@@ -1462,7 +1783,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             answer = json.dumps(em.graphql(query, variables), allow_nan=True).encode()
             if fault and fault.kind == "truncated":
-                answer = answer[:len(answer) // 2]
+                answer = answer[: len(answer) // 2]
             self._send(200, answer)
         finally:
             with em._lock:

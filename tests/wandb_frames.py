@@ -25,7 +25,7 @@ def frame(records: list[bytes]) -> bytes:
             if left < HEADER_SIZE:
                 out += b"\0" * left
                 left = BLOCK_SIZE
-            chunk, data = data[: left - HEADER_SIZE], data[left - HEADER_SIZE:]
+            chunk, data = data[: left - HEADER_SIZE], data[left - HEADER_SIZE :]
             last = not data
             kind = FULL if first and last else FIRST if first else LAST if last else MIDDLE
             out += struct.pack("<IHB", zlib.crc32(bytes([kind]) + chunk), len(chunk), kind) + chunk
@@ -49,13 +49,15 @@ def history(step_json: str, **values: str) -> bytes:
 
 
 def config(**values: str) -> bytes:
-    return pb.Record(config=pb.ConfigRecord(update=[pb.ConfigItem(key=k, value_json=v) for k, v in values.items()])
-                     ).SerializeToString()
+    return pb.Record(
+        config=pb.ConfigRecord(update=[pb.ConfigItem(key=k, value_json=v) for k, v in values.items()])
+    ).SerializeToString()
 
 
 def summary(**values: str) -> bytes:
-    return pb.Record(summary=pb.SummaryRecord(update=[pb.SummaryItem(key=k, value_json=v) for k, v in values.items()])
-                     ).SerializeToString()
+    return pb.Record(
+        summary=pb.SummaryRecord(update=[pb.SummaryItem(key=k, value_json=v) for k, v in values.items()])
+    ).SerializeToString()
 
 
 def exit_record(code: int = 0) -> bytes:

@@ -36,15 +36,19 @@ class GrpolensTranslator(DagsterDbtTranslator):
     def get_description(self, dbt_resource_props: Mapping[str, Any]) -> str:
         return (dbt_resource_props.get("description") or "").strip() or (
             f"dbt {dbt_resource_props['resource_type']} `{dbt_resource_props['name']}` "
-            f"({dbt_resource_props.get('original_file_path', '')})")
+            f"({dbt_resource_props.get('original_file_path', '')})"
+        )
 
 
 # dbt's source `checks.anomalies` is the table the `anomalies` asset writes. run_outcomes is a view that reads it at
 # query time, so it is no build dependency (making it one would put the checks in the middle of the dbt build).
 ANOMALIES_TABLE = dg.AssetSpec(
-    ["checks", "anomalies"], group_name="health", kinds={"duckdb"},
+    ["checks", "anomalies"],
+    group_name="health",
+    kinds={"duckdb"},
     description="The `anomalies` table as dbt reads it (source `checks.anomalies`): written by the `anomalies` asset "
-                "after each build, read by the run_outcomes view when it is queried.")
+    "after each build, read by the run_outcomes view when it is queried.",
+)
 
 
 @dbt_assets(manifest=dbt_project.manifest_path, project=dbt_project, dagster_dbt_translator=GrpolensTranslator())
@@ -56,8 +60,9 @@ def grpolens_dbt_assets(context: dg.AssetExecutionContext, dbt: DbtCliResource, 
     plan = build_plan.prepare(settings)  # the runs whose lake parts changed: the incremental models redo only those
     context.log.info(plan.describe())
     # dbt's target folder in the data home, as `grpolens build` has it, not a new one in the checkout per run
-    invocation = dbt.cli(["build", *warehouse.dbt_build_args(plan)], context=context,
-                         target_path=settings.home / "dbt_target")
+    invocation = dbt.cli(
+        ["build", *warehouse.dbt_build_args(plan)], context=context, target_path=settings.home / "dbt_target"
+    )
     yield from with_table_metadata(invocation, settings)
     if not context.is_subset:  # every model took the plan in (a failed build raised above)
         build_plan.commit(settings)
@@ -73,8 +78,11 @@ def with_table_metadata(invocation, settings: Settings) -> Iterator:
     except Exception as exc:  # dagster-dbt raises at the end of a failed build, after its events
         failure = exc
     nodes = invocation.manifest["nodes"]
-    built = {uid: nodes[uid] for uid in map(_unique_id, events)
-             if uid in nodes and nodes[uid]["resource_type"] in ("model", "seed", "snapshot")}
+    built = {
+        uid: nodes[uid]
+        for uid in map(_unique_id, events)
+        if uid in nodes and nodes[uid]["resource_type"] in ("model", "seed", "snapshot")
+    }
     extra = _table_metadata(settings, list(built.values())) if built else {}
     for event in events:
         metadata = extra.get(_unique_id(event))
@@ -97,11 +105,13 @@ def _table_metadata(settings: Settings, nodes: list[dict]) -> dict[str, dict]:
     try:
         types: dict[tuple[str, str], list[tuple[str, str]]] = {}
         for schema, table, column, data_type in con.execute(
-                "select table_schema, table_name, column_name, data_type from information_schema.columns "
-                "order by table_schema, table_name, ordinal_position").fetchall():
+            "select table_schema, table_name, column_name, data_type from information_schema.columns "
+            "order by table_schema, table_name, ordinal_position"
+        ).fetchall():
             types.setdefault((schema, table), []).append((column, data_type))
-        return {node["unique_id"]: _one_table(con, node, types.get((node["schema"], _relation(node)), []))
-                for node in nodes}
+        return {
+            node["unique_id"]: _one_table(con, node, types.get((node["schema"], _relation(node)), [])) for node in nodes
+        }
     finally:
         con.close()
 
@@ -112,8 +122,9 @@ def _relation(node: dict) -> str:
 
 def _one_table(con, node: dict, columns: list[tuple[str, str]]) -> dict:
     docs = {name: (spec.get("description") or None) for name, spec in (node.get("columns") or {}).items()}
-    schema = dg.TableSchema(columns=[dg.TableColumn(name, data_type, description=docs.get(name))
-                                     for name, data_type in columns])
+    schema = dg.TableSchema(
+        columns=[dg.TableColumn(name, data_type, description=docs.get(name)) for name, data_type in columns]
+    )
     if node["config"].get("materialized") == "view":  # counting a view runs its whole query (a lake scan)
         return {COLUMN_SCHEMA: schema}
     relation = f'"{node["schema"]}"."{_relation(node)}"'
@@ -137,4 +148,4 @@ def _short(value):
     if isinstance(value, (int, float, bool)) or value is None:
         return rounded(value)
     text = str(value)
-    return text if len(text) <= PREVIEW_CELL else text[:PREVIEW_CELL - 1] + "…"
+    return text if len(text) <= PREVIEW_CELL else text[: PREVIEW_CELL - 1] + "…"

@@ -34,15 +34,17 @@ def anomalies(context: dg.AssetExecutionContext, grpolens: GrpolensResource) -> 
         names = run_names(con)
     finally:
         con.close()
-    return dg.MaterializeResult(metadata={
-        "flags": len(rows),
-        "errors": sum(r["severity"] == "error" for r in rows),
-        "warnings": sum(r["severity"] == "warn" for r in rows),
-        "runs_flagged": len({r["run_key"] for r in rows if r["run_key"]}),
-        "dataset_hours_flagged": sum(r["run_key"] is None for r in rows),
-        "checks_failed_to_run": sum(1 for o in outcomes if o.error),
-        "flagged": dg.MetadataValue.md(flags_table(rows, names, with_check=True)),
-    })
+    return dg.MaterializeResult(
+        metadata={
+            "flags": len(rows),
+            "errors": sum(r["severity"] == "error" for r in rows),
+            "warnings": sum(r["severity"] == "warn" for r in rows),
+            "runs_flagged": len({r["run_key"] for r in rows if r["run_key"]}),
+            "dataset_hours_flagged": sum(r["run_key"] is None for r in rows),
+            "checks_failed_to_run": sum(1 for o in outcomes if o.error),
+            "flagged": dg.MetadataValue.md(flags_table(rows, names, with_check=True)),
+        }
+    )
 
 
 def run_names(con) -> dict[str, str]:
@@ -60,12 +62,32 @@ def flags_table(rows: list[dict], names: dict[str, str], with_check: bool = Fals
     if not rows:
         return "No flags."
     ordered = sorted(rows, key=lambda r: (SEVERITY_ORDER.get(r["severity"], 3), _where(r, names), r["check_name"]))
-    shown = [{**row, "where": _where(row, names), "value": rounded(row["value"]), "threshold": rounded(row["threshold"])}
-             for row in ordered[:MAX_TABLE_ROWS]]
-    columns = ["where", *(["check_name"] if with_check else []), "severity", "step", "step_end", "metric", "value",
-               "threshold", *(["message"] if with_message else [])]
-    headers = ["run", *(["check"] if with_check else []), "severity", "onset step", "until step", "metric", "value",
-               "threshold", *(["message"] if with_message else [])]
+    shown = [
+        {**row, "where": _where(row, names), "value": rounded(row["value"]), "threshold": rounded(row["threshold"])}
+        for row in ordered[:MAX_TABLE_ROWS]
+    ]
+    columns = [
+        "where",
+        *(["check_name"] if with_check else []),
+        "severity",
+        "step",
+        "step_end",
+        "metric",
+        "value",
+        "threshold",
+        *(["message"] if with_message else []),
+    ]
+    headers = [
+        "run",
+        *(["check"] if with_check else []),
+        "severity",
+        "onset step",
+        "until step",
+        "metric",
+        "value",
+        "threshold",
+        *(["message"] if with_message else []),
+    ]
     lines = table(shown, columns, headers)
     if len(rows) > MAX_TABLE_ROWS:
         lines.append(f"… and {len(rows) - MAX_TABLE_ROWS} more: `grpolens check` lists them all.")
@@ -94,32 +116,46 @@ def _thresholds(rule: checks.Check, params: dict | None) -> str:
     return ", ".join(f"{name}={value}" for name, value in bound.items()) or "none"
 
 
-def _result(rule: checks.Check, outcome: checks.CheckOutcome, params: dict | None,
-            names: dict[str, str]) -> dg.AssetCheckResult:
+def _result(
+    rule: checks.Check, outcome: checks.CheckOutcome, params: dict | None, names: dict[str, str]
+) -> dg.AssetCheckResult:
     """A rule's outcome as its asset check shows it: failed (WARN or ERROR) when it flagged anything at warn or
     error, with every flagged run, its values and the thresholds it ran with."""
     key = dg.AssetCheckKey(dg.AssetKey(rule.reads[0]), rule.name)
     thresholds = _thresholds(rule, params)
     if outcome.error:
-        return dg.AssetCheckResult(check_name=key.name, asset_key=key.asset_key, passed=False,
-                                   severity=dg.AssetCheckSeverity.WARN,
-                                   metadata={"error": outcome.error, "thresholds": thresholds})
+        return dg.AssetCheckResult(
+            check_name=key.name,
+            asset_key=key.asset_key,
+            passed=False,
+            severity=dg.AssetCheckSeverity.WARN,
+            metadata={"error": outcome.error, "thresholds": thresholds},
+        )
     flagged = [r for r in outcome.rows if r["severity"] in ("warn", "error")]
-    severity = dg.AssetCheckSeverity.ERROR if any(r["severity"] == "error" for r in flagged) else dg.AssetCheckSeverity.WARN
-    return dg.AssetCheckResult(check_name=key.name, asset_key=key.asset_key, passed=not flagged, severity=severity,
-                               metadata={
-                                   "runs_flagged": len({r["run_key"] for r in flagged if r["run_key"]}),
-                                   "flags": len(outcome.rows),
-                                   "flagged": dg.MetadataValue.md(flags_table(outcome.rows, names, with_message=True)),
-                                   "thresholds": thresholds,
-                               })
+    severity = (
+        dg.AssetCheckSeverity.ERROR if any(r["severity"] == "error" for r in flagged) else dg.AssetCheckSeverity.WARN
+    )
+    return dg.AssetCheckResult(
+        check_name=key.name,
+        asset_key=key.asset_key,
+        passed=not flagged,
+        severity=severity,
+        metadata={
+            "runs_flagged": len({r["run_key"] for r in flagged if r["run_key"]}),
+            "flags": len(outcome.rows),
+            "flagged": dg.MetadataValue.md(flags_table(outcome.rows, names, with_message=True)),
+            "thresholds": thresholds,
+        },
+    )
 
 
 # One step runs every selected rule on one read-only connection: 30 steps of their own would each pay a step's
 # bookkeeping in the event log, which is most of what a check costs.
 @dg.multi_asset_check(
-    specs=[dg.AssetCheckSpec(rule.name, asset=dg.AssetKey(rule.reads[0]), description=rule.description,
-                             blocking=False) for rule in RULES],
+    specs=[
+        dg.AssetCheckSpec(rule.name, asset=dg.AssetKey(rule.reads[0]), description=rule.description, blocking=False)
+        for rule in RULES
+    ],
     can_subset=True,
     name="training_health_checks",
 )

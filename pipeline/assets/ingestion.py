@@ -13,8 +13,12 @@ def lake_asset(name: str) -> dg.AssetsDefinition:
     @dg.multi_asset(
         name=f"{name}_lake",
         specs=[
-            dg.AssetSpec(["lake", f"{name}_{table}"], group_name="lake", kinds={"parquet"},
-                         description=f"Lake table `{table}`, appended by the {source.label} ingest.")
+            dg.AssetSpec(
+                ["lake", f"{name}_{table}"],
+                group_name="lake",
+                kinds={"parquet"},
+                description=f"Lake table `{table}`, appended by the {source.label} ingest.",
+            )
             for table in source.tables
         ],
         can_subset=False,
@@ -24,15 +28,17 @@ def lake_asset(name: str) -> dg.AssetsDefinition:
         report = ingest_source(grpolens.settings(), name, progress=context.log.info)
         metadata = {"configured": report is not None}
         if report is not None:
-            metadata.update({
-                "files_seen": report.files_seen,
-                "files_read": report.files_read,
-                "values": report.values,
-                "runs_updated": len(report.runs_touched),
-                "issues": len(report.issues),
-                "ingest_id": report.ingest_id if report.ingest_id is not None else dg.MetadataValue.null(),
-                "seconds": round(report.seconds, 3),
-            })
+            metadata.update(
+                {
+                    "files_seen": report.files_seen,
+                    "files_read": report.files_read,
+                    "values": report.values,
+                    "runs_updated": len(report.runs_touched),
+                    "issues": len(report.issues),
+                    "ingest_id": report.ingest_id if report.ingest_id is not None else dg.MetadataValue.null(),
+                    "seconds": round(report.seconds, 3),
+                }
+            )
         for table in source.tables:
             yield dg.MaterializeResult(asset_key=["lake", f"{name}_{table}"], metadata=metadata)
 

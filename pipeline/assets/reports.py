@@ -15,7 +15,7 @@ MAX_PLOTS_IN_METADATA = 6  # each plot travels base64 inside the event log: a fe
     kinds={"markdown"},
     deps=["anomalies"],
     description="One report per run (verdict, root cause, recommendation, sections, plots) in "
-                "$GRPOLENS_HOME/reports/<run name>/; only runs whose data or findings changed are redrawn.",
+    "$GRPOLENS_HOME/reports/<run name>/; only runs whose data or findings changed are redrawn.",
 )
 def run_reports(context: dg.AssetExecutionContext, grpolens: GrpolensResource) -> dg.MaterializeResult:
     from pipeline.report.plots import markdown_image
@@ -34,7 +34,8 @@ def run_reports(context: dg.AssetExecutionContext, grpolens: GrpolensResource) -
     for summary in flagged[:MAX_PLOTS_IN_METADATA]:
         caption = f"**{summary['run']}**: {summary['root_cause']} from step {summary['onset']}\n\n"
         metadata[f"plot {summary['run']}"] = dg.MetadataValue.md(
-            caption + markdown_image(summary["main_plot"], f"{summary['run']} core curves"))
+            caption + markdown_image(summary["main_plot"], f"{summary['run']} core curves")
+        )
     return dg.MaterializeResult(metadata=metadata)
 
 
@@ -43,23 +44,27 @@ def run_reports(context: dg.AssetExecutionContext, grpolens: GrpolensResource) -
     kinds={"markdown"},
     deps=["anomalies", "run_outcomes"],
     description="One sweep comparison per W&B sweep and per group of two or more runs (ranking with intervals, "
-                "hyper-parameter effects, next experiments) in $GRPOLENS_HOME/reports/_sweeps/.",
+    "hyper-parameter effects, next experiments) in $GRPOLENS_HOME/reports/_sweeps/.",
 )
 def sweep_reports(context: dg.AssetExecutionContext, grpolens: GrpolensResource) -> dg.MaterializeResult:
     from pipeline.report import sweep_report
 
     settings = grpolens.settings()
     results = sweep_report.write_group_reports(settings)
-    metadata: dict[str, object] = {"sweeps": sum(r["doc"] is not None for r in results),
-                                   "summary": dg.MetadataValue.text("\n".join(sweep_lines(results)) or "no groups")}
+    metadata: dict[str, object] = {
+        "sweeps": sum(r["doc"] is not None for r in results),
+        "summary": dg.MetadataValue.text("\n".join(sweep_lines(results)) or "no groups"),
+    }
     for result in results:
         if result["doc"] is None:
             context.log.info(f"{result['selection']}: {result['error']}")
             metadata[result["selection"]] = dg.MetadataValue.text(result["error"])
             continue
         doc = result["doc"]
-        header = (f"**{doc['selection']}** on `{doc['metric']}`: best **{doc['runs'][0]['run']}** "
-                  f"([sweep.md]({doc['files']['markdown']}))\n\n")
+        header = (
+            f"**{doc['selection']}** on `{doc['metric']}`: best **{doc['runs'][0]['run']}** "
+            f"([sweep.md]({doc['files']['markdown']}))\n\n"
+        )
         metadata[result["selection"]] = dg.MetadataValue.md(header + sweep_report.ranking_table(doc))
     return dg.MaterializeResult(metadata=metadata)
 
@@ -74,6 +79,9 @@ def sweep_lines(results: list[dict]) -> list[str]:
             lines.append(f"{result['selection']}: {result['error']}")
             continue
         tied = [r["run"] for r in doc["runs"][1:] if r["tied_with_best"]]
-        lines.append(f"{doc['selection']}: best {doc['runs'][0]['run']} on {doc['metric']}"
-                     + (f" (tied with {', '.join(tied)})" if tied else "") + f" — {doc['files']['markdown']}")
+        lines.append(
+            f"{doc['selection']}: best {doc['runs'][0]['run']} on {doc['metric']}"
+            + (f" (tied with {', '.join(tied)})" if tied else "")
+            + f" — {doc['files']['markdown']}"
+        )
     return lines

@@ -18,11 +18,15 @@ from pipeline.sources import wandb_cloud
 wandb_cloud_runs = dg.DynamicPartitionsDefinition(name="wandb_cloud_runs")
 
 WANDB_CLOUD_TABLES = [
-    dg.AssetSpec(["lake", f"wandb_cloud_{table}"], group_name="lake", kinds={"parquet", "wandb"},
-                 partitions_def=wandb_cloud_runs,
-                 description=f"Lake table `{table}`, appended run by run from the W&B cloud API by the "
-                             "`wandb_cloud_ingest` job (one partition per run; `wandb_cloud_sensor` adds and "
-                             "launches them when GRPOLENS_WANDB_PROJECTS is set).")
+    dg.AssetSpec(
+        ["lake", f"wandb_cloud_{table}"],
+        group_name="lake",
+        kinds={"parquet", "wandb"},
+        partitions_def=wandb_cloud_runs,
+        description=f"Lake table `{table}`, appended run by run from the W&B cloud API by the "
+        "`wandb_cloud_ingest` job (one partition per run; `wandb_cloud_sensor` adds and "
+        "launches them when GRPOLENS_WANDB_PROJECTS is set).",
+    )
     for table in SOURCES["wandb_cloud"].tables
 ]
 
@@ -30,11 +34,14 @@ WANDB_CLOUD_TABLES = [
 @dg.op(out={}, description="Append one W&B cloud run's new history, config, summary and artifacts to the lake.")
 def ingest_wandb_cloud_run(context: dg.OpExecutionContext, grpolens: GrpolensResource):
     settings = grpolens.settings()
-    report = wandb_cloud.ingest(settings.lake, settings.wandb_projects, progress=context.log.info,
-                                run_paths=[context.partition_key])
+    report = wandb_cloud.ingest(
+        settings.lake, settings.wandb_projects, progress=context.log.info, run_paths=[context.partition_key]
+    )
     if report.issues:
-        raise dg.Failure(description="; ".join(f"{i.kind}: {i.message}" for i in report.issues),
-                         metadata={"run": context.partition_key})
+        raise dg.Failure(
+            description="; ".join(f"{i.kind}: {i.message}" for i in report.issues),
+            metadata={"run": context.partition_key},
+        )
     metadata = {
         "history_rows": report.history_rows,
         "values": report.values,

@@ -48,9 +48,9 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -60,8 +60,13 @@ CHECKS_DIR = PROJECT_ROOT / "sql" / "checks"
 # Per-function reward names. Task components match the task pattern of reward_component_dominant (acc, correct,
 # math, answer...); shaping components must not.
 TASK_FUNCS = ("accuracy_reward", "correctness_reward_func", "math_verify_reward", "answer_match_reward")
-SHAPING_FUNCS = ("format_reward", "xmlcount_reward_func", "soft_format_reward_func", "tag_count_reward",
-                 "reasoning_steps_reward")
+SHAPING_FUNCS = (
+    "format_reward",
+    "xmlcount_reward_func",
+    "soft_format_reward_func",
+    "tag_count_reward",
+    "reasoning_steps_reward",
+)
 DEAD_FUNC = "strict_format_reward_func"
 VERL_DATASETS = ("openai/gsm8k", "math_dapo", "lighteval/MATH")
 TRL_STEP_FIELDS = ("step", "global_step", "_step", "train/global_step")
@@ -80,10 +85,12 @@ class Label:
 
 # --------------------------------------------------------------------------------------------------- scenarios
 
+
 @dataclass(frozen=True)
 class Variant:
     """One way to inject a problem. ``needs``: run features it requires; ``families``: what it disturbs (a second
     problem must disturb something else); ``min_points``: logged points it needs."""
+
     name: str
     check: str
     needs: frozenset = frozenset()
@@ -93,55 +100,93 @@ class Variant:
 
 
 def _v(name, check, needs=(), families=(), min_points=40):
-    two = name in ("collapse_floor", "collapse_below_start", "kl_grad_spike", "plateau_conservative",
-                   "hack_components", "dominant")  # collapses may also leave every group tied (reward_zero_variance)
+    two = name in (
+        "collapse_floor",
+        "collapse_below_start",
+        "kl_grad_spike",
+        "plateau_conservative",
+        "hack_components",
+        "dominant",
+    )  # collapses may also leave every group tied (reward_zero_variance)
     return Variant(name, check, frozenset(needs), frozenset(families), min_points, 2 if two else 1)
 
 
 PROBLEM_CLASSES: dict[str, tuple[Variant, ...]] = {
-    "reward_collapse": (_v("collapse_floor", "reward_collapse", (), ("reward",), 45),
-                        _v("collapse_below_start", "reward_collapse", (), ("reward",), 45)),
+    "reward_collapse": (
+        _v("collapse_floor", "reward_collapse", (), ("reward",), 45),
+        _v("collapse_below_start", "reward_collapse", (), ("reward",), 45),
+    ),
     "entropy_collapse": (_v("entropy_collapse", "entropy_collapse", ("entropy",), ("entropy",), 40),),
     "response_length_collapse": (_v("length_collapse", "response_length_collapse", (), ("length", "timing"), 40),),
     "response_length_growth": (_v("length_growth", "response_length_growth", ("trl",), ("length",), 80),),
-    "response_truncation": (_v("trunc_small_limit", "response_truncation", ("clip_key",), ("length",), 30),
-                            _v("trunc_pinned", "response_truncation", ("trl", "no_clip_key", "known_limit"),
-                               ("length",), 30),
-                            _v("trunc_loops", "response_truncation", ("clip_key",), ("length",), 40)),
-    "kl_spike": (_v("kl_spike", "kl_spike", ("kl",), ("kl",), 30),
-                 _v("kl_grad_spike", "kl_spike", ("kl",), ("kl", "grad"), 30)),
+    "response_truncation": (
+        _v("trunc_small_limit", "response_truncation", ("clip_key",), ("length",), 30),
+        _v("trunc_pinned", "response_truncation", ("trl", "no_clip_key", "known_limit"), ("length",), 30),
+        _v("trunc_loops", "response_truncation", ("clip_key",), ("length",), 40),
+    ),
+    "kl_spike": (
+        _v("kl_spike", "kl_spike", ("kl",), ("kl",), 30),
+        _v("kl_grad_spike", "kl_spike", ("kl",), ("kl", "grad"), 30),
+    ),
     "kl_drift": (_v("kl_drift", "kl_drift", ("kl",), ("kl",), 90),),
     "grad_norm_spike": (_v("grad_spike", "grad_norm_spike", (), ("grad",), 30),),
-    "loss_nonfinite": (_v("nan_episode", "loss_nonfinite", (), ("loss", "grad"), 25),
-                       _v("nan_terminal", "loss_nonfinite", ("appendable",), ("loss", "grad", "kl", "entropy",
-                                                                              "end"), 30)),
+    "loss_nonfinite": (
+        _v("nan_episode", "loss_nonfinite", (), ("loss", "grad"), 25),
+        _v("nan_terminal", "loss_nonfinite", ("appendable",), ("loss", "grad", "kl", "entropy", "end"), 30),
+    ),
     "reward_zero_variance": (_v("zero_var_saturated", "reward_zero_variance", ("frac",), ("reward",), 50),),
-    "reward_plateau": (_v("plateau", "reward_plateau", (), ("reward",), 80),
-                       _v("plateau_conservative", "reward_plateau", ("kl",), ("reward", "kl"), 80)),
-    "reward_hacking": (_v("hack_components", "reward_hacking", ("components", "eval"), ("reward", "components"), 80),
-                       _v("hack_late", "reward_hacking", ("components", "eval"), ("reward", "components"), 80),
-                       _v("hack_verl", "reward_hacking", ("verl", "eval"), ("reward",), 80)),
-    "reward_component_dead": (_v("dead_zero", "reward_component_dead", ("components",), ("components",), 30),
-                              _v("dead_max", "reward_component_dead", ("components",), ("components",), 30)),
+    "reward_plateau": (
+        _v("plateau", "reward_plateau", (), ("reward",), 80),
+        _v("plateau_conservative", "reward_plateau", ("kl",), ("reward", "kl"), 80),
+    ),
+    "reward_hacking": (
+        _v("hack_components", "reward_hacking", ("components", "eval"), ("reward", "components"), 80),
+        _v("hack_late", "reward_hacking", ("components", "eval"), ("reward", "components"), 80),
+        _v("hack_verl", "reward_hacking", ("verl", "eval"), ("reward",), 80),
+    ),
+    "reward_component_dead": (
+        _v("dead_zero", "reward_component_dead", ("components",), ("components",), 30),
+        _v("dead_max", "reward_component_dead", ("components",), ("components",), 30),
+    ),
     # The same story without any task metric: only the per-function rewards show it.
-    "reward_component_dominant": (_v("dominant", "reward_component_dominant", ("components", "no_eval"),
-                                     ("reward", "components"), 60),),
-    "duplicate_steps": (_v("dup_restart", "duplicate_steps", ("jsonl", "not_wandb_export"), ("rows",), 40),
-                        _v("dup_double", "duplicate_steps", ("wandb_export",), ("rows",), 30)),
+    "reward_component_dominant": (
+        _v("dominant", "reward_component_dominant", ("components", "no_eval"), ("reward", "components"), 60),
+    ),
+    "duplicate_steps": (
+        _v("dup_restart", "duplicate_steps", ("jsonl", "not_wandb_export"), ("rows",), 40),
+        _v("dup_double", "duplicate_steps", ("wandb_export",), ("rows",), 30),
+    ),
     "throughput_drop": (_v("slow_steps", "throughput_drop", ("verl",), ("timing",), 45),),
     "clip_fraction_high": (_v("clip_high", "clip_fraction_high", ("clipfrac",), ("clipfrac", "lr"), 40),),
 }
 VARIANTS = {v.name: v for vs in PROBLEM_CLASSES.values() for v in vs}
 # Problems that can ride along as a second, independent one.
 SECONDARY = ("grad_spike", "nan_episode", "dead_zero", "slow_steps", "kl_spike", "dup_restart")
-HEALTHY_FLAVOURS = ("converged", "small_beta_kl", "level_shift_up", "data_shift_down", "noisy_short", "outliers",
-                    "slow_linear", "sigmoid", "length_with_reward", "eval_rows_counter", "val_spikes",
-                    "long_sparse")
-HEALTHY_NEEDS = {"small_beta_kl": {"kl"}, "eval_rows_counter": {"wandb_export", "eval"},
-                 "val_spikes": {"verl", "eval"}, "length_with_reward": {"trl"}, "long_sparse": {"trl"}}
+HEALTHY_FLAVOURS = (
+    "converged",
+    "small_beta_kl",
+    "level_shift_up",
+    "data_shift_down",
+    "noisy_short",
+    "outliers",
+    "slow_linear",
+    "sigmoid",
+    "length_with_reward",
+    "eval_rows_counter",
+    "val_spikes",
+    "long_sparse",
+)
+HEALTHY_NEEDS = {
+    "small_beta_kl": {"kl"},
+    "eval_rows_counter": {"wandb_export", "eval"},
+    "val_spikes": {"verl", "eval"},
+    "length_with_reward": {"trl"},
+    "long_sparse": {"trl"},
+}
 
 
 # ------------------------------------------------------------------------------------------------------- plan
+
 
 @dataclass
 class _Plan:
@@ -149,11 +194,11 @@ class _Plan:
     seed: int
     name: str = ""
     project: str = ""
-    framework: str = "trl"          # trl | verl
-    fmt: str = "jsonl"              # jsonl | trainer_state | wandb
-    step_field: str = "step"        # step | global_step | _step | train/global_step | verl | log_history | wandb
+    framework: str = "trl"  # trl | verl
+    fmt: str = "jsonl"  # jsonl | trainer_state | wandb
+    step_field: str = "step"  # step | global_step | _step | train/global_step | verl | log_history | wandb
     variants: list[str] = field(default_factory=list)
-    flavour: str = ""               # healthy runs
+    flavour: str = ""  # healthy runs
     trl_new: bool = True
     has_kl: bool = True
     has_entropy: bool = True
@@ -163,10 +208,10 @@ class _Plan:
     has_clipratio: bool = True
     components: list[tuple[str, str]] = field(default_factory=list)  # (function name, kind)
     comp_mean_suffix: bool = True
-    has_eval: bool = False          # task metric under a mapped key (eval/accuracy, val-core/*/acc/mean@*)
-    hf_eval: bool = False           # trainer_state eval entries (eval_loss, eval_accuracy: not mapped)
-    score_kind: str = "binary"      # verl
-    counter: bool = False           # verl training/global_step
+    has_eval: bool = False  # task metric under a mapped key (eval/accuracy, val-core/*/acc/mean@*)
+    hf_eval: bool = False  # trainer_state eval entries (eval_loss, eval_accuracy: not mapped)
+    score_kind: str = "binary"  # verl
+    counter: bool = False  # verl training/global_step
     custom_noise: bool = False
     n_steps: int = 100
     log_every: int = 1
@@ -175,8 +220,9 @@ class _Plan:
 
     @property
     def prefix(self) -> str:
-        return "train/" if self.framework == "trl" and self.step_field in ("_step", "train/global_step", "wandb") \
-            else ""
+        return (
+            "train/" if self.framework == "trl" and self.step_field in ("_step", "train/global_step", "wandb") else ""
+        )
 
     @property
     def scenario(self) -> str:
@@ -213,7 +259,7 @@ def _pick(rng, seq):
 
 def _compose(seed: int, n_runs: int, n_wandb: int) -> list[_Plan]:
     """Which scenario each run gets, and its framework, format and key style."""
-    rng = np.random.default_rng([seed, 0x5e7])
+    rng = np.random.default_rng([seed, 0x5E7])
     n_problem = n_runs // 2
     classes = list(PROBLEM_CLASSES)
     order = [classes[i] for i in rng.permutation(len(classes))]
@@ -224,9 +270,13 @@ def _compose(seed: int, n_runs: int, n_wandb: int) -> list[_Plan]:
         primary = _pick(rng, variants).name
         chosen = [primary]
         if primary != "nan_terminal" and VARIANTS[primary].labels == 1 and rng.random() < 0.3:
-            options = [s for s in SECONDARY if s != primary
-                       and not (VARIANTS[s].families & VARIANTS[primary].families)
-                       and VARIANTS[s].check != VARIANTS[primary].check]
+            options = [
+                s
+                for s in SECONDARY
+                if s != primary
+                and not (VARIANTS[s].families & VARIANTS[primary].families)
+                and VARIANTS[s].check != VARIANTS[primary].check
+            ]
             if options:
                 chosen.append(_pick(rng, options))
         kinds.append((chosen, ""))
@@ -239,8 +289,9 @@ def _compose(seed: int, n_runs: int, n_wandb: int) -> list[_Plan]:
         prng = np.random.default_rng([seed, index, 0xF0])
         for _attempt in range(200):
             plan = _draw_style(prng, index, seed, variants, flavour)
-            needs = set().union(*(VARIANTS[v].needs for v in variants)) if variants else \
-                set(HEALTHY_NEEDS.get(flavour, ()))
+            needs = (
+                set().union(*(VARIANTS[v].needs for v in variants)) if variants else set(HEALTHY_NEEDS.get(flavour, ()))
+            )
             if needs <= plan.features():
                 break
         else:  # a second problem that fits no style: keep the first alone
@@ -254,8 +305,11 @@ def _compose(seed: int, n_runs: int, n_wandb: int) -> list[_Plan]:
         plans.append(plan)
 
     # A few real W&B runs: picked among runs whose style W&B could have produced, re-styled for W&B.
-    eligible = [p for p in plans if not ({"dup_restart", "dup_double"} & set(p.variants))
-                and p.flavour not in ("eval_rows_counter",)]
+    eligible = [
+        p
+        for p in plans
+        if not ({"dup_restart", "dup_double"} & set(p.variants)) and p.flavour not in ("eval_rows_counter",)
+    ]
     for p in [eligible[i] for i in rng.permutation(len(eligible))][:n_wandb]:
         p.fmt, p.step_field = "wandb", "wandb"
     for p in plans:
@@ -294,7 +348,7 @@ def _draw_style(rng, index, seed, variants, flavour) -> _Plan:
     n_comp = int(rng.integers(0, 4))  # 0: a single reward function, logged as the total only
     if n_comp or rng.random() < 0.5:
         comps = [(_pick(rng, TASK_FUNCS), "task")]
-        for name in rng.permutation(SHAPING_FUNCS)[:max(1, n_comp)]:
+        for name in rng.permutation(SHAPING_FUNCS)[: max(1, n_comp)]:
             comps.append((str(name), "xml" if name in ("xmlcount_reward_func", "tag_count_reward") else "binary"))
         p.components = comps
     # Evaluation metrics under a key the aliases map (eval/accuracy) only exist where W&B-style keys are written.
@@ -305,6 +359,7 @@ def _draw_style(rng, index, seed, variants, flavour) -> _Plan:
 
 
 # ----------------------------------------------------------------------------------------------------- helpers
+
 
 def _expit(x):
     return 1.0 / (1.0 + np.exp(-np.clip(x, -40, 40)))
@@ -369,7 +424,7 @@ def _window(x: np.ndarray, w: int, fn, trailing: bool = False) -> np.ndarray:
     n = len(x)
     pad = np.concatenate([np.full(w, np.nan), x])
     view = np.lib.stride_tricks.sliding_window_view(pad, w)
-    view = view[:n] if trailing else view[1:n + 1]
+    view = view[:n] if trailing else view[1 : n + 1]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return fn(view, axis=1)
@@ -386,23 +441,24 @@ def _lr_schedule(rng, steps: np.ndarray, n_steps: int, lr0: float) -> np.ndarray
 
 # ------------------------------------------------------------------------------------------------- simulation
 
+
 @dataclass
 class _Run:
     plan: _Plan
     rng: np.random.Generator
     steps: np.ndarray
     knobs: dict
-    L: dict = field(default_factory=dict)       # latent processes at the logged points
-    O: dict = field(default_factory=dict)       # observed series, what is written
-    comps: dict = field(default_factory=dict)   # function -> (mean, std) arrays
+    L: dict = field(default_factory=dict)  # latent processes at the logged points
+    O: dict = field(default_factory=dict)  # observed series, what is written
+    comps: dict = field(default_factory=dict)  # function -> (mean, std) arrays
     timing: dict = field(default_factory=dict)  # verl phases
     labels: list = field(default_factory=list)
     exempt: dict = field(default_factory=dict)  # check -> first index at which its condition is expected
-    post: list = field(default_factory=list)    # observation-stage injections
-    evals: dict = field(default_factory=dict)   # logged index -> eval values
+    post: list = field(default_factory=list)  # observation-stage injections
+    evals: dict = field(default_factory=dict)  # logged index -> eval values
     config: dict = field(default_factory=dict)
     dup: dict | None = None
-    end: int | None = None                     # the run died after this many logged points
+    end: int | None = None  # the run died after this many logged points
 
     @property
     def n(self) -> int:
@@ -416,24 +472,43 @@ class _Run:
         return _keys(self.plan)[what]
 
     def label(self, check: str, k: int, end: int | None, metric: str, severity: str, exempt_from: int | None = None):
-        self.labels.append(Label(check, int(self.steps[k]), None if end is None else int(self.steps[end]),
-                                 metric, severity))
+        self.labels.append(
+            Label(check, int(self.steps[k]), None if end is None else int(self.steps[end]), metric, severity)
+        )
         self.exempt[check] = k if exempt_from is None else exempt_from
 
 
 def _keys(p: _Plan) -> dict[str, str]:
     if p.framework == "verl":
-        return {"reward": "critic/score/mean", "kl": "actor/kl_loss", "entropy": "actor/entropy",
-                "grad": "actor/grad_norm", "loss": "actor/pg_loss", "len": "response_length/mean",
-                "clip_share": "response_length/clip_ratio", "clipfrac": "actor/pg_clipfrac", "lr": "actor/lr",
-                "step_time": "timing_s/step", "frac": "", "reward_std": ""}
+        return {
+            "reward": "critic/score/mean",
+            "kl": "actor/kl_loss",
+            "entropy": "actor/entropy",
+            "grad": "actor/grad_norm",
+            "loss": "actor/pg_loss",
+            "len": "response_length/mean",
+            "clip_share": "response_length/clip_ratio",
+            "clipfrac": "actor/pg_clipfrac",
+            "lr": "actor/lr",
+            "step_time": "timing_s/step",
+            "frac": "",
+            "reward_std": "",
+        }
     x = p.prefix
-    return {"reward": x + "reward", "reward_std": x + "reward_std", "frac": x + "frac_reward_zero_std",
-            "kl": x + "kl", "entropy": x + "entropy", "grad": x + "grad_norm", "loss": x + "loss",
-            "lr": x + "learning_rate",
-            "len": x + ("completions/mean_length" if p.trl_new else "completion_length"),
-            "clip_share": x + "completions/clipped_ratio", "clipfrac": x + "clip_ratio/region_mean",
-            "step_time": ""}
+    return {
+        "reward": x + "reward",
+        "reward_std": x + "reward_std",
+        "frac": x + "frac_reward_zero_std",
+        "kl": x + "kl",
+        "entropy": x + "entropy",
+        "grad": x + "grad_norm",
+        "loss": x + "loss",
+        "lr": x + "learning_rate",
+        "len": x + ("completions/mean_length" if p.trl_new else "completion_length"),
+        "clip_share": x + "completions/clipped_ratio",
+        "clipfrac": x + "clip_ratio/region_mean",
+        "step_time": "",
+    }
 
 
 def _comp_key(p: _Plan, func: str) -> str:
@@ -445,8 +520,13 @@ def _draw_length(rng, p: _Plan) -> tuple[int, int]:
     need = max([25] + [VARIANTS[v].min_points for v in p.variants])
     if p.framework == "verl":
         r = 0.0 if p.flavour == "noisy_short" else rng.random()
-        n = int(rng.integers(30, 90)) if r < 0.2 else int(rng.integers(100, 420)) if r < 0.8 \
+        n = (
+            int(rng.integers(30, 90))
+            if r < 0.2
+            else int(rng.integers(100, 420))
+            if r < 0.8
             else int(rng.integers(420, 900))
+        )
         every = 1
     else:
         kind = _pick(rng, ("short", "sparse", "sparse", "medium", "medium", "long"))
@@ -545,24 +625,29 @@ def _latents(run: _Run) -> None:
     shape = _shape(rng, k["curve"], t)
     L["shape"] = shape
     a0 = _logit(k["acc0"])
-    L["task"] = (a0 + k["rise"] * shape + k["drift"] * (t - t[0])
-                 + k["sigma_r"] * noise_scale * _ar_t(rng, n, k["phi"], k["dof"]))
+    L["task"] = (
+        a0
+        + k["rise"] * shape
+        + k["drift"] * (t - t[0])
+        + k["sigma_r"] * noise_scale * _ar_t(rng, n, k["phi"], k["dof"])
+    )
     fast = 1 - np.exp(-t / k["q_tau"])
     L["fmt"] = _logit(k["q0"]) + (_logit(k["q1"]) - _logit(k["q0"])) * fast + 0.15 * _ar_t(rng, n, 0.5, k["dof"])
-    L["fmt2"] = (_logit(k["q2_0"]) + k["q2_rise"] * (1 - np.exp(-t / k["q2_tau"]))
-                 + 0.15 * _ar_t(rng, n, 0.5, k["dof"]))
+    L["fmt2"] = _logit(k["q2_0"]) + k["q2_rise"] * (1 - np.exp(-t / k["q2_tau"])) + 0.15 * _ar_t(rng, n, 0.5, k["dof"])
     L["score_extra"] = np.zeros(n)
     L["eval"] = L["task"] - k["sigma_r"] * 0.5 * _ar_t(rng, n, k["phi"], k["dof"]) + k["eval_offset"]
     e_inf = k["e0"] * k["e_ratio"]
     L["entropy"] = (e_inf + (k["e0"] - e_inf) * np.exp(-t / k["e_tau"])) * np.exp(
-        k["sigma_e"] * _ar_t(rng, n, rng.uniform(0.2, 0.8), k["dof"], 3.0))
+        k["sigma_e"] * _ar_t(rng, n, rng.uniform(0.2, 0.8), k["dof"], 3.0)
+    )
     L["kl"] = (k["k_end"] * (1 - np.exp(-t / k["k_tau"])) / (1 - math.exp(-1 / k["k_tau"])) + 2e-5) * np.exp(
-        k["sigma_k"] * _ar_t(rng, n, rng.uniform(0.0, 0.7), k["dof"], 2.5))
-    L["grad"] = k["g0"] * np.exp(k["g_trend"] * t + k["sigma_g"] * _ar_t(rng, n, rng.uniform(0.0, 0.6), k["dof"],
-                                                                         2.5))
+        k["sigma_k"] * _ar_t(rng, n, rng.uniform(0.0, 0.7), k["dof"], 2.5)
+    )
+    L["grad"] = k["g0"] * np.exp(k["g_trend"] * t + k["sigma_g"] * _ar_t(rng, n, rng.uniform(0.0, 0.6), k["dof"], 2.5))
     mode = k["len_mode"]
-    growth = {"stable": np.ones(n), "grow": 1 + k["len_gamma"] * shape,
-              "shrink": 1 - 0.6 * k["len_gamma"] * shape}[mode]
+    growth = {"stable": np.ones(n), "grow": 1 + k["len_gamma"] * shape, "shrink": 1 - 0.6 * k["len_gamma"] * shape}[
+        mode
+    ]
     L["len"] = k["L0"] * growth * np.exp(k["sigma_L"] * _ar_t(rng, n, rng.uniform(0.3, 0.9), k["dof"], 3.0))
     L["loops"] = np.zeros(n)  # share of samples that run into the length limit (repetition loops)
     L["clipfrac"] = k["clip0"] * np.exp(0.25 * _ar_t(rng, n, 0.5, k["dof"], 3.0))
@@ -599,7 +684,8 @@ def _flavour_latents(run: _Run) -> None:
         run.knobs["beta"] = float(_pick(rng, (0.001, 0.002, 0.005)))
         target = rng.uniform(0.06, 0.08)
         L["kl"] = (5e-4 + (target - 5e-4) * t ** rng.uniform(0.5, 1.0)) * np.exp(
-            0.06 * _ar_t(rng, n, 0.5, run.knobs["dof"], 2.5))
+            0.06 * _ar_t(rng, n, 0.5, run.knobs["dof"], 2.5)
+        )
     elif f == "level_shift_up":  # a sudden, lasting improvement (the format clicks): not a problem
         k = _onset(rng, n, 0.3, 0.7, pre=8, post=8)
         jump = rng.uniform(0.6, 1.2) * _ramp(n, k, int(rng.integers(1, 4)))
@@ -625,6 +711,7 @@ def _flavour_latents(run: _Run) -> None:
 
 
 # ------------------------------------------------------------------------------------------------- problems
+
 
 def _k_collapse(run):
     run.knobs["rise"] = max(run.knobs["rise"], 1.3)
@@ -666,10 +753,18 @@ def _k_stable_length(run):
 
 
 _VARIANT_KNOBS: dict[str, Callable] = {
-    "collapse_floor": _k_collapse, "collapse_below_start": _k_collapse, "plateau": _k_plateau,
-    "plateau_conservative": _k_plateau, "zero_var_saturated": _k_zero_var, "length_growth": _k_length_growth,
-    "hack_components": _k_hack, "dominant": _k_hack, "hack_late": _k_hack_late, "hack_verl": _k_hack_late,
-    "trunc_small_limit": _k_stable_length, "trunc_loops": _k_stable_length,
+    "collapse_floor": _k_collapse,
+    "collapse_below_start": _k_collapse,
+    "plateau": _k_plateau,
+    "plateau_conservative": _k_plateau,
+    "zero_var_saturated": _k_zero_var,
+    "length_growth": _k_length_growth,
+    "hack_components": _k_hack,
+    "dominant": _k_hack,
+    "hack_late": _k_hack_late,
+    "hack_verl": _k_hack_late,
+    "trunc_small_limit": _k_stable_length,
+    "trunc_loops": _k_stable_length,
 }
 
 
@@ -763,14 +858,15 @@ def _kl_spike(run: _Run, with_grad: bool = False) -> None:
     k = _onset(rng, n, 0.25, 0.9, pre=12, post=3)
     width = int(rng.integers(1, 4))
     peak = math.exp(rng.uniform(math.log(0.3), math.log(3.0)))
-    vals = [peak * 0.55 ** j for j in range(width)]
+    vals = [peak * 0.55**j for j in range(width)]
     vals = [v for v in vals if v > 0.22] or [peak]
     width = len(vals)
 
     def inject(r: _Run) -> None:
-        r.O["kl"][k:k + width] = vals
+        r.O["kl"][k : k + width] = vals
         if r.plan.framework == "trl" and "loss" in r.O:
-            r.O["loss"][k:k + width] += r.knobs["beta"] * np.asarray(vals)
+            r.O["loss"][k : k + width] += r.knobs["beta"] * np.asarray(vals)
+
     run.post.append(inject)
     run.label("kl_spike", k, k + width - 1, run.key("kl"), "error" if peak >= 1.0 else "warn")
     if with_grad:
@@ -778,6 +874,7 @@ def _kl_spike(run: _Run, with_grad: bool = False) -> None:
 
         def grad(r: _Run) -> None:
             r.O["grad"][k] *= factor
+
         run.post.append(grad)
         run.label("grad_norm_spike", k, k, run.key("grad"), "error" if factor >= 10 else "warn")
 
@@ -787,7 +884,7 @@ def _kl_drift(run: _Run) -> None:
     rng, L, n, t = run.rng, run.L, run.n, run.t
     k = _onset(rng, n, 0.2, 0.45, pre=10, post=50)
     final = math.exp(rng.uniform(math.log(0.15), math.log(1.5)))
-    base = float(np.median(L["kl"][max(0, k - 10):k]))
+    base = float(np.median(L["kl"][max(0, k - 10) : k]))
     final = max(final, 3.5 * base)
     u = np.clip((t - t[k - 1]) / (1 - t[k - 1]), 0, 1) ** rng.uniform(0.8, 1.2)
     L["kl"] = L["kl"] * (final / base) ** u
@@ -801,7 +898,8 @@ def _grad_spike(run: _Run) -> None:
     factor = math.exp(rng.uniform(math.log(6.0), math.log(60.0)))
 
     def inject(r: _Run) -> None:
-        r.O["grad"][k:k + width] *= factor
+        r.O["grad"][k : k + width] *= factor
+
     run.post.append(inject)
     run.label("grad_norm_spike", k, k + width - 1, run.key("grad"), "error" if factor >= 10 else "warn")
 
@@ -813,8 +911,9 @@ def _nan_episode(run: _Run) -> None:
     grad_value = _pick(rng, (math.nan, math.inf))
 
     def inject(r: _Run) -> None:
-        r.O["loss"][k:k + width] = math.nan
-        r.O["grad"][k:k + width] = grad_value
+        r.O["loss"][k : k + width] = math.nan
+        r.O["grad"][k : k + width] = grad_value
+
     run.post.append(inject)
     run.label("loss_nonfinite", k, k + width - 1, run.key("loss"), "error")
 
@@ -829,6 +928,7 @@ def _nan_terminal(run: _Run) -> None:
             if name in r.O:
                 r.O[name][k:] = math.nan
         r.end = dies
+
     run.post.append(inject)
     run.label("loss_nonfinite", k, None, run.key("loss"), "error")
 
@@ -847,7 +947,8 @@ def _plateau(run: _Run, conservative: bool) -> None:
     k = 0  # the reward never improved: flat from the first step
     if conservative:  # the policy barely moves: a tiny learning rate, KL near 0 and flat, entropy unchanged
         L["kl"] = math.exp(rng.uniform(math.log(2e-5), math.log(8e-4))) * np.exp(
-            0.1 * _ar_t(rng, n, 0.3, run.knobs["dof"], 2.5))
+            0.1 * _ar_t(rng, n, 0.3, run.knobs["dof"], 2.5)
+        )
         factor = rng.uniform(0.002, 0.02)
         L["lr"] = L["lr"] * factor
         run.knobs["lr0"] *= factor
@@ -880,14 +981,17 @@ def _hack_late(run: _Run) -> None:
     rng, L, n, t = run.rng, run.L, run.n, run.t
     _ensure_components(run, n_shaping=2)
     k = _onset(rng, n, 0.4, 0.6, pre=30, post=40)
-    level = L["task"][max(0, k - 5):k].mean()
+    level = L["task"][max(0, k - 5) : k].mean()
     after = np.arange(n) >= k
     slip = rng.uniform(0.2, 0.6) * np.clip((t - t[k]) / (1 - t[k]), 0, 1)
     L["task"] = np.where(after, level - slip + run.knobs["sigma_r"] * _ar_t(rng, n, 0.5, 3.0), L["task"])
-    L["eval"] = np.where(after, level + run.knobs["eval_offset"] - slip * rng.uniform(0.8, 1.5)
-                         + 0.05 * _ar_t(rng, n, 0.5, 3.0), L["eval"])
+    L["eval"] = np.where(
+        after,
+        level + run.knobs["eval_offset"] - slip * rng.uniform(0.8, 1.5) + 0.05 * _ar_t(rng, n, 0.5, 3.0),
+        L["eval"],
+    )
     u = np.clip((t - t[k - 1]) / (1 - t[k - 1]), 0, 1)
-    L["fmt2"] = np.where(after, _logit(0.08) + 5.0 * u ** 0.8, _logit(0.08)) + 0.1 * _ar_t(rng, n, 0.5, 3.0)
+    L["fmt2"] = np.where(after, _logit(0.08) + 5.0 * u**0.8, _logit(0.08)) + 0.1 * _ar_t(rng, n, 0.5, 3.0)
     run.label("reward_hacking", k, None, run.key("reward"), "warn")
     run.knobs["n_evals"] = max(24, int(12 * n / max(1, n - k)))
 
@@ -896,7 +1000,7 @@ def _hack_verl(run: _Run) -> None:
     """The training score keeps rising (the model memorises the training prompts) while validation accuracy stalls."""
     rng, L, n, t = run.rng, run.L, run.n, run.t
     k = _onset(rng, n, 0.35, 0.6, pre=30, post=40)
-    level = L["eval"][max(0, k - 5):k].mean()
+    level = L["eval"][max(0, k - 5) : k].mean()
     after = np.arange(n) >= k
     u = np.clip((t - t[k - 1]) / (1 - t[k - 1]), 0, 1)
     L["eval"] = np.where(after, level - rng.uniform(0.1, 0.4) * u + 0.05 * _ar_t(rng, n, 0.5, 3.0), L["eval"])
@@ -957,7 +1061,7 @@ def _slow_steps(run: _Run) -> None:
         end = k + int(rng.integers(8, min(25, n - k - 5)))
     r = _ramp(n, k, int(rng.integers(1, 3)))
     if end is not None:
-        r[end + 1:] = 0.0
+        r[end + 1 :] = 0.0
     run.L["time"] = run.L["time"] * (1 + (factor - 1) * r)
     run.label("throughput_drop", k, end, run.key("step_time"), "warn")
 
@@ -974,20 +1078,38 @@ def _clip_high(run: _Run) -> None:
 
 
 _VARIANT_FN: dict[str, Callable] = {
-    "collapse_floor": lambda r: _collapse(r, False), "collapse_below_start": lambda r: _collapse(r, True),
-    "entropy_collapse": _entropy_collapse, "length_collapse": _length_collapse, "length_growth": _length_growth,
-    "trunc_small_limit": _trunc_small_limit, "trunc_pinned": _trunc_pinned, "trunc_loops": _trunc_loops,
-    "kl_spike": _kl_spike, "kl_grad_spike": lambda r: _kl_spike(r, True), "kl_drift": _kl_drift,
-    "grad_spike": _grad_spike, "nan_episode": _nan_episode, "nan_terminal": _nan_terminal,
-    "zero_var_saturated": _zero_var, "plateau": lambda r: _plateau(r, False),
-    "plateau_conservative": lambda r: _plateau(r, True), "hack_components": _hack_components,
-    "dominant": _hack_components, "hack_late": _hack_late, "hack_verl": _hack_verl,
-    "dead_zero": lambda r: _dead(r, "dead_zero"), "dead_max": lambda r: _dead(r, "dead_max"),
-    "dup_restart": _dup_restart, "dup_double": _dup_double, "slow_steps": _slow_steps, "clip_high": _clip_high,
+    "collapse_floor": lambda r: _collapse(r, False),
+    "collapse_below_start": lambda r: _collapse(r, True),
+    "entropy_collapse": _entropy_collapse,
+    "length_collapse": _length_collapse,
+    "length_growth": _length_growth,
+    "trunc_small_limit": _trunc_small_limit,
+    "trunc_pinned": _trunc_pinned,
+    "trunc_loops": _trunc_loops,
+    "kl_spike": _kl_spike,
+    "kl_grad_spike": lambda r: _kl_spike(r, True),
+    "kl_drift": _kl_drift,
+    "grad_spike": _grad_spike,
+    "nan_episode": _nan_episode,
+    "nan_terminal": _nan_terminal,
+    "zero_var_saturated": _zero_var,
+    "plateau": lambda r: _plateau(r, False),
+    "plateau_conservative": lambda r: _plateau(r, True),
+    "hack_components": _hack_components,
+    "dominant": _hack_components,
+    "hack_late": _hack_late,
+    "hack_verl": _hack_verl,
+    "dead_zero": lambda r: _dead(r, "dead_zero"),
+    "dead_max": lambda r: _dead(r, "dead_max"),
+    "dup_restart": _dup_restart,
+    "dup_double": _dup_double,
+    "slow_steps": _slow_steps,
+    "clip_high": _clip_high,
 }
 
 
 # ------------------------------------------------------------------------------------------------ observation
+
 
 def _observe(run: _Run) -> None:
     """Sample what the trainer logs from the latents: rewards from real groups, the rest with observation noise."""
@@ -1001,8 +1123,11 @@ def _observe(run: _Run) -> None:
     O = run.O
     if p.framework == "verl":
         fmt_ok = rng.random(shape3) < _expit(L["fmt"])[:, None, None]
-        score = {"binary": correct, "format_bonus": np.where(correct > 0, 1.0, np.where(fmt_ok, 0.1, 0.0)),
-                 "pm1": 2 * correct - 1}[p.score_kind]
+        score = {
+            "binary": correct,
+            "format_bonus": np.where(correct > 0, 1.0, np.where(fmt_ok, 0.1, 0.0)),
+            "pm1": 2 * correct - 1,
+        }[p.score_kind]
         total = score
         O["score_max"], O["score_min"] = total.max(axis=(1, 2)), total.min(axis=(1, 2))
     else:
@@ -1060,8 +1185,9 @@ def _observe(run: _Run) -> None:
     loops = L["loops"]
     clipped = rng.binomial(samples, np.clip(p_clip * (1 - loops) + loops, 0, 1)) / samples
     O["clip_share"] = clipped
-    O["len"] = np.minimum(limit, ((1 - loops) * trunc_mean + loops * limit)
-                          * (1 + rng.normal(0, s / math.sqrt(samples), n)))
+    O["len"] = np.minimum(
+        limit, ((1 - loops) * trunc_mean + loops * limit) * (1 + rng.normal(0, s / math.sqrt(samples), n))
+    )
     zmax = math.sqrt(2 * math.log(samples)) + rng.normal(0, 0.25, n)
     O["len_max"] = np.where(clipped > 0, limit, np.minimum(limit, np.exp(mu + s * zmax)))
     O["len_min"] = np.maximum(1.0, np.minimum(O["len"], np.exp(mu - s * (zmax + rng.normal(0, 0.2, n)))))
@@ -1122,9 +1248,11 @@ def _evals(run: _Run) -> None:
     offsets = rng.normal(0.0, k["sd_prompt"], 400)
     for i in points:
         acc = float(np.mean(_expit(run.L["eval"][i] + offsets)))
-        run.evals[i] = {"accuracy": rng.binomial(k["n_eval"], acc) / k["n_eval"],
-                        "loss": float(run.O["loss"][i] + abs(rng.normal(0, 0.01))),
-                        "reward": float(run.O["reward"][i] * rng.uniform(0.9, 1.05))}
+        run.evals[i] = {
+            "accuracy": rng.binomial(k["n_eval"], acc) / k["n_eval"],
+            "loss": float(run.O["loss"][i] + abs(rng.normal(0, 0.01))),
+            "reward": float(run.O["reward"][i] * rng.uniform(0.9, 1.05)),
+        }
 
 
 def _implied(run: _Run) -> None:
@@ -1147,6 +1275,7 @@ def _implied(run: _Run) -> None:
 
 # ------------------------------------------------------------------------------------------------ consistency
 
+
 def _hidden_problems(run: _Run) -> list[str]:
     """Conditions the reference (grpo-signals.md) calls problems that no label claims. A labelled check is only
     held to them before its onset."""
@@ -1168,7 +1297,7 @@ def _hidden_problems(run: _Run) -> list[str]:
         reward = series("reward")[:end]
         if len(reward) >= 20:
             sd = 1.4826 * float(np.median(np.abs(np.diff(reward) - np.median(np.diff(reward))))) / math.sqrt(2)
-            rise = float(np.median(reward[-max(3, len(reward) // 4):]) - np.median(reward[:max(3, len(reward) // 6)]))
+            rise = float(np.median(reward[-max(3, len(reward) // 4) :]) - np.median(reward[: max(3, len(reward) // 6)]))
             if rise < 2.5 * max(sd, 1e-6):
                 out.append("reward not improving")
     if "kl" in f:
@@ -1176,25 +1305,25 @@ def _hidden_problems(run: _Run) -> list[str]:
         base = _window(kl, 20, np.nanmedian, trailing=True)
         if ((kl[:m] > 0.2) & (kl[:m] > 3 * base[:m])).any():
             out.append("kl_spike")
-        if (_window(kl, 10, np.nanmedian)[:upto("kl_drift")] > 0.1).any():
+        if (_window(kl, 10, np.nanmedian)[: upto("kl_drift")] > 0.1).any():
             out.append("kl_drift")
         if "reward_plateau" not in run.exempt and "too_conservative" not in run.exempt:
-            if float(np.nanmedian(kl[n // 2:])) < 0.005:
+            if float(np.nanmedian(kl[n // 2 :])) < 0.005:
                 out.append("too_conservative")
     if "entropy" in f:
         early = float(np.nanmedian(ent[: max(3, n // 10)]))
         low = _window(ent, 5, np.nanmedian)
-        if ((low < 0.1) & (low < 0.25 * early))[:upto("entropy_collapse")].any():
+        if ((low < 0.1) & (low < 0.25 * early))[: upto("entropy_collapse")].any():
             out.append("entropy_collapse")
     finite_grad = np.where(np.isfinite(grad), grad, np.nan)
     base = _window(finite_grad, 20, np.nanmedian, trailing=True)
     ratio = np.nan_to_num(finite_grad / base, nan=0.0)
     ratio[:10] = 0
-    if (ratio[:upto("grad_norm_spike")] >= 3.5).any():
+    if (ratio[: upto("grad_norm_spike")] >= 3.5).any():
         out.append("grad_norm_spike")
-    if (grad[:upto("loss_nonfinite")] < 1e-4).any():
+    if (grad[: upto("loss_nonfinite")] < 1e-4).any():
         out.append("grad_norm_vanishing")
-    if not np.isfinite(series("loss")[:upto("loss_nonfinite")]).all():
+    if not np.isfinite(series("loss")[: upto("loss_nonfinite")]).all():
         out.append("loss_nonfinite")
     m = upto("response_truncation")
     if "clip_key" in f:
@@ -1204,24 +1333,26 @@ def _hidden_problems(run: _Run) -> list[str]:
         out.append("response_truncation (pinned)")
     lbase = _window(length, 20, np.nanmedian, trailing=True)
     lbase[:5] = np.nan
-    if (_window(length, 3, np.nanmedian)[:upto("response_length_collapse")]
-            < 0.4 * lbase[:upto("response_length_collapse")]).any():
+    if (
+        _window(length, 3, np.nanmedian)[: upto("response_length_collapse")]
+        < 0.4 * lbase[: upto("response_length_collapse")]
+    ).any():
         out.append("response_length_collapse")
     if "frac" in f:
-        if (_window(series("frac"), 10, np.nanmean)[:upto("reward_zero_variance")] > 0.45).any():
+        if (_window(series("frac"), 10, np.nanmean)[: upto("reward_zero_variance")] > 0.45).any():
             out.append("reward_zero_variance")
     elif p.framework == "trl":
-        zero = (series("reward_std") == 0)[:upto("reward_zero_variance")]
+        zero = (series("reward_std") == 0)[: upto("reward_zero_variance")]
         if zero.sum() >= 3:
             out.append("reward_zero_variance (reward_std)")
-    if "clipfrac" in f and (_window(series("clipfrac"), 5, np.nanmedian)[:upto("clip_fraction_high")] > 0.25).any():
+    if "clipfrac" in f and (_window(series("clipfrac"), 5, np.nanmedian)[: upto("clip_fraction_high")] > 0.25).any():
         out.append("clip_fraction_high")
     if p.framework == "verl":
         st = series("step_time")
         cur = _window(st, 5, np.nanmedian)
         ref = np.concatenate([np.full(5, np.nan), _window(st, 20, np.nanmedian)[:-5]])
         ref[:15] = np.nan
-        if (cur[:upto("throughput_drop")] > 1.35 * ref[:upto("throughput_drop")]).any():
+        if (cur[: upto("throughput_drop")] > 1.35 * ref[: upto("throughput_drop")]).any():
             out.append("throughput_drop")
         for phase, values in run.timing.items():
             if phase in ("testing", "save_checkpoint"):
@@ -1240,6 +1371,7 @@ def _hidden_problems(run: _Run) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------- rendering
+
 
 def _r(x, digits: int | None = None) -> list:
     a = np.asarray(x, dtype=float)
@@ -1315,8 +1447,12 @@ def _train_rows(run: _Run) -> list[dict]:
     put(x + "loss", _sig(O["loss"][:n]))
     put(x + "grad_norm", _sig(O["grad"][:n]))
     put(x + "learning_rate", _sig(O["lr"][:n], 8))
-    put(x + "num_tokens", np.cumsum(np.round(O["len"][:n] + O["prompt_len"][:n]) * run.knobs["B"] * run.knobs["G"]
-                                    * p.log_every).tolist())
+    put(
+        x + "num_tokens",
+        np.cumsum(
+            np.round(O["len"][:n] + O["prompt_len"][:n]) * run.knobs["B"] * run.knobs["G"] * p.log_every
+        ).tolist(),
+    )
     if p.trl_new:
         put(x + "completions/mean_length", _r(O["len"][:n], 4))
         put(x + "completions/min_length", _r(np.round(O["len_min"][:n])))
@@ -1364,14 +1500,23 @@ def _records(run: _Run) -> list[tuple[int, dict, str]]:
     if p.framework == "verl" and p.has_eval and run.rng.random() < 0.6:
         ds = VERL_DATASETS[p.index % len(VERL_DATASETS)]
         acc = float(np.mean(_expit(run.L["eval"][0] - 0.2 + run.rng.normal(0, run.knobs["sd_prompt"], 400))))
-        out.append((0, {f"val-core/{ds}/acc/mean@1": round(acc, 4), "timing_s/testing": round(
-            run.knobs["T0"] * 0.8, 4)}, "eval"))
+        out.append(
+            (
+                0,
+                {f"val-core/{ds}/acc/mean@1": round(acc, 4), "timing_s/testing": round(run.knobs["T0"] * 0.8, 4)},
+                "eval",
+            )
+        )
     for i in range(n):
         out.append((steps[i], rows[i], "train"))
         if p.framework == "trl" and i in run.evals:
             ev = run.evals[i]
-            values = {"eval/accuracy": ev["accuracy"], "eval/loss": round(ev["loss"], 6),
-                      "eval/reward": round(ev["reward"], 6), "eval/runtime": round(float(run.rng.uniform(20, 90)), 3)}
+            values = {
+                "eval/accuracy": ev["accuracy"],
+                "eval/loss": round(ev["loss"], 6),
+                "eval/reward": round(ev["reward"], 6),
+                "eval/runtime": round(float(run.rng.uniform(20, 90)), 3),
+            }
             if p.step_field in ("_step", "wandb", "log_history"):  # own rows: the Trainer repeats the epoch
                 values[p.prefix + "epoch"] = rows[i][p.prefix + "epoch"]
             out.append((steps[i], values, "eval"))
@@ -1392,9 +1537,16 @@ def _records(run: _Run) -> list[tuple[int, dict, str]]:
             if st > steps[last]:
                 break
             if st >= steps[first] and kind == "train":
-                row = {key: (v * float(np.exp(prng.normal(0, 0.03))) if isinstance(v, float) and math.isfinite(v)
-                             and not key.endswith(("learning_rate", "lr", "epoch")) else v)
-                       for key, v in row.items()}
+                row = {
+                    key: (
+                        v * float(np.exp(prng.normal(0, 0.03)))
+                        if isinstance(v, float)
+                        and math.isfinite(v)
+                        and not key.endswith(("learning_rate", "lr", "epoch"))
+                        else v
+                    )
+                    for key, v in row.items()
+                }
             crashed.append((st, row, kind))
         resumed = [(st, row, kind) for st, row, kind in out if st >= steps[first]]
         out = crashed + resumed
@@ -1402,6 +1554,7 @@ def _records(run: _Run) -> list[tuple[int, dict, str]]:
 
 
 # ------------------------------------------------------------------------------------------------------ writers
+
 
 def _dumps(obj) -> str:
     return json.dumps(obj, separators=(", ", ": "))
@@ -1420,8 +1573,17 @@ def _write_jsonl(run: _Run, root: Path) -> Path:
         t0 = stamps[0] - 30.0
         for wandb_step, (st, row, _kind) in enumerate(records):
             ts = stamps[index_of.get(st, 0)] + 0.001 * wandb_step
-            lines.append(_dumps({"_step": wandb_step, "_timestamp": round(ts, 3), "_runtime": round(ts - t0, 3),
-                                 "train/global_step": st, **row}))
+            lines.append(
+                _dumps(
+                    {
+                        "_step": wandb_step,
+                        "_timestamp": round(ts, 3),
+                        "_runtime": round(ts - t0, 3),
+                        "train/global_step": st,
+                        **row,
+                    }
+                )
+            )
     elif p.step_field == "verl":
         lines = [_dumps({"step": st, "data": row}) for st, row, _kind in records]
     else:
@@ -1432,12 +1594,20 @@ def _write_jsonl(run: _Run, root: Path) -> Path:
 
 def _trl_config(run: _Run) -> dict:
     p, k = run.plan, run.knobs
-    return {"learning_rate": k["lr0"], "beta": k["beta"], "max_completion_length": run.config["max_length"],
-            "num_generations": k["G"], "seed": 1000 * p.seed + p.index, "per_device_train_batch_size": k["B"],
-            "logging_steps": p.log_every, "num_iterations": 2 if p.has_clipratio else 1,
-            "model_name_or_path": _pick(np.random.default_rng(p.index), ("Qwen/Qwen2.5-0.5B-Instruct",
-                                                                         "Qwen/Qwen2.5-1.5B-Instruct",
-                                                                         "meta-llama/Llama-3.2-1B-Instruct"))}
+    return {
+        "learning_rate": k["lr0"],
+        "beta": k["beta"],
+        "max_completion_length": run.config["max_length"],
+        "num_generations": k["G"],
+        "seed": 1000 * p.seed + p.index,
+        "per_device_train_batch_size": k["B"],
+        "logging_steps": p.log_every,
+        "num_iterations": 2 if p.has_clipratio else 1,
+        "model_name_or_path": _pick(
+            np.random.default_rng(p.index),
+            ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct", "meta-llama/Llama-3.2-1B-Instruct"),
+        ),
+    }
 
 
 def _write_trainer_state(run: _Run, root: Path) -> Path:
@@ -1449,28 +1619,59 @@ def _write_trainer_state(run: _Run, root: Path) -> Path:
         entry = dict(row)
         if kind == "eval":  # the Trainer's own eval names (eval_*): not W&B's eval/*
             entry = {k.replace("eval/", "eval_"): v for k, v in entry.items()}
-        entry = {k[len("train/"):] if k.startswith("train/") else k: v for k, v in entry.items()}
+        entry = {k[len("train/") :] if k.startswith("train/") else k: v for k, v in entry.items()}
         epoch = entry.pop("epoch", None)
         history.append({**({"epoch": epoch} if epoch is not None else {}), **entry, "step": st})
     n = p.n_steps
     last_epoch = next((h["epoch"] for h in reversed(history) if "epoch" in h), 1.0)
-    history.append({"epoch": last_epoch, "step": n, "total_flos": 0.0,
-                    "train_loss": float(np.nanmean([h.get("loss", np.nan) for h in history[-20:]] or [0.0])),
-                    "train_runtime": round(n * 20.0, 2), "train_samples_per_second": 1.5,
-                    "train_steps_per_second": round(1 / 20.0, 4)})
+    history.append(
+        {
+            "epoch": last_epoch,
+            "step": n,
+            "total_flos": 0.0,
+            "train_loss": float(np.nanmean([h.get("loss", np.nan) for h in history[-20:]] or [0.0])),
+            "train_runtime": round(n * 20.0, 2),
+            "train_samples_per_second": 1.5,
+            "train_steps_per_second": round(1 / 20.0, 4),
+        }
+    )
     save_steps = max(p.log_every, (n // 3) // max(1, p.log_every) * max(1, p.log_every))
 
     def state(upto: int, entries: list[dict]) -> dict:
-        return {"best_global_step": None, "best_metric": None, "best_model_checkpoint": None,
-                "epoch": last_epoch, "eval_steps": None, "global_step": upto, "is_hyper_param_search": False,
-                "is_local_process_zero": True, "is_world_process_zero": True, "log_history": entries,
-                "logging_steps": p.log_every, "max_steps": n, "num_input_tokens_seen": 0, "num_train_epochs": 1,
-                "save_steps": save_steps,
-                "stateful_callbacks": {"TrainerControl": {"args": {"should_epoch_stop": False, "should_evaluate":
-                                       False, "should_log": False, "should_save": True,
-                                       "should_training_stop": upto >= n}, "attributes": {}}},
-                "total_flos": 0.0, "train_batch_size": run.knobs["B"], "trial_name": None, "trial_params": None,
-                **_trl_config(run)}
+        return {
+            "best_global_step": None,
+            "best_metric": None,
+            "best_model_checkpoint": None,
+            "epoch": last_epoch,
+            "eval_steps": None,
+            "global_step": upto,
+            "is_hyper_param_search": False,
+            "is_local_process_zero": True,
+            "is_world_process_zero": True,
+            "log_history": entries,
+            "logging_steps": p.log_every,
+            "max_steps": n,
+            "num_input_tokens_seen": 0,
+            "num_train_epochs": 1,
+            "save_steps": save_steps,
+            "stateful_callbacks": {
+                "TrainerControl": {
+                    "args": {
+                        "should_epoch_stop": False,
+                        "should_evaluate": False,
+                        "should_log": False,
+                        "should_save": True,
+                        "should_training_stop": upto >= n,
+                    },
+                    "attributes": {},
+                }
+            },
+            "total_flos": 0.0,
+            "train_batch_size": run.knobs["B"],
+            "trial_name": None,
+            "trial_params": None,
+            **_trl_config(run),
+        }
 
     if p.index % 2:  # checkpoint snapshots: an ingest must pick the newest
         for c in range(save_steps, n, save_steps)[-2:]:
@@ -1485,14 +1686,25 @@ def _write_trainer_state(run: _Run, root: Path) -> Path:
 
 def _verl_config(run: _Run) -> dict:
     p, k = run.plan, run.knobs
-    return {"data": {"max_response_length": run.config["max_length"], "train_batch_size": k["B"],
-                     "max_prompt_length": int(k["prompt_len"] * 3)},
-            "actor_rollout_ref": {"rollout": {"n": k["G"], "name": "vllm"},
-                                  "actor": {"optim": {"lr": k["lr0"]}, "use_kl_loss": p.has_kl,
-                                            "kl_loss_coef": k["beta"], "entropy_coeff": 0}},
-            "algorithm": {"adv_estimator": "grpo"}, "trainer": {"total_training_steps": p.n_steps,
-                                                                "test_freq": k.get("val_every") or -1},
-            "seed": 1000 * p.seed + p.index}
+    return {
+        "data": {
+            "max_response_length": run.config["max_length"],
+            "train_batch_size": k["B"],
+            "max_prompt_length": int(k["prompt_len"] * 3),
+        },
+        "actor_rollout_ref": {
+            "rollout": {"n": k["G"], "name": "vllm"},
+            "actor": {
+                "optim": {"lr": k["lr0"]},
+                "use_kl_loss": p.has_kl,
+                "kl_loss_coef": k["beta"],
+                "entropy_coeff": 0,
+            },
+        },
+        "algorithm": {"adv_estimator": "grpo"},
+        "trainer": {"total_training_steps": p.n_steps, "test_freq": k.get("val_every") or -1},
+        "seed": 1000 * p.seed + p.index,
+    }
 
 
 def _write_wandb(runs: list[_Run], out: Path) -> None:
@@ -1505,8 +1717,17 @@ def _write_wandb(runs: list[_Run], out: Path) -> None:
     for run in runs:
         p = run.plan
         config = _verl_config(run) if p.framework == "verl" else _trl_config(run)
-        w = wandb.init(mode="offline", dir=str(out), id=p.run_id, name=p.name, project=p.project,
-                       entity="synthetic", config=config, settings=quiet, tags=["synthetic", p.framework])
+        w = wandb.init(
+            mode="offline",
+            dir=str(out),
+            id=p.run_id,
+            name=p.name,
+            project=p.project,
+            entity="synthetic",
+            config=config,
+            settings=quiet,
+            tags=["synthetic", p.framework],
+        )
         if p.framework == "verl":
             for st, row, _kind in _records(run):
                 w.log(row, step=st)
@@ -1535,8 +1756,9 @@ def _wait_for_exit_records(folders: list[Path], timeout: float = 30.0) -> None:
                     try:
                         wandb_log.check_header(fh)
                         records = wandb_log.read_records(fh, 0, wandb_log.ReadResult())
-                        done = any(pb.Record.FromString(data).WhichOneof("record_type") == "exit"
-                                   for _, data in records)
+                        done = any(
+                            pb.Record.FromString(data).WhichOneof("record_type") == "exit" for _, data in records
+                        )
                     except wandb_log.NotAWandbFile:
                         pass
             if done:
@@ -1547,6 +1769,7 @@ def _wait_for_exit_records(folders: list[Path], timeout: float = 30.0) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------- API
+
 
 def _generate(plan: _Plan) -> _Run:
     problems: list[str] = []
@@ -1598,10 +1821,20 @@ def write_runs(out_dir: Path, seed: int, n_runs: int = 32, wandb_runs: int | Non
 
 def _label_entry(run: _Run) -> dict:
     p = run.plan
-    return {"name": p.name, "project": p.project, "run_id": p.run_id, "format": p.fmt, "framework": p.framework,
-            "step_field": p.step_field, "scenario": p.scenario, "path": p.path, "n_steps": p.n_steps,
-            "logging_steps": p.log_every, "logged_points": run.end or run.n,
-            "problems": [asdict(lb) for lb in sorted(run.labels, key=lambda lb: (lb.onset_step, lb.check))]}
+    return {
+        "name": p.name,
+        "project": p.project,
+        "run_id": p.run_id,
+        "format": p.fmt,
+        "framework": p.framework,
+        "step_field": p.step_field,
+        "scenario": p.scenario,
+        "path": p.path,
+        "n_steps": p.n_steps,
+        "logging_steps": p.log_every,
+        "logged_points": run.end or run.n,
+        "problems": [asdict(lb) for lb in sorted(run.labels, key=lambda lb: (lb.onset_step, lb.check))],
+    }
 
 
 def summary(labels: list[dict]) -> str:
@@ -1612,15 +1845,17 @@ def summary(labels: list[dict]) -> str:
         for pb in run["problems"]:
             checks[pb["check"]] = checks.get(pb["check"], 0) + 1
     healthy = sum(1 for r in labels if not r["problems"])
-    return (f"{len(labels)} runs ({healthy} healthy, {len(labels) - healthy} with {sum(checks.values())} labelled "
-            f"problems over {len(checks)} checks); formats: "
-            + ", ".join(f"{k} {v}" for k, v in sorted(formats.items())))
+    return (
+        f"{len(labels)} runs ({healthy} healthy, {len(labels) - healthy} with {sum(checks.values())} labelled "
+        f"problems over {len(checks)} checks); formats: " + ", ".join(f"{k} {v}" for k, v in sorted(formats.items()))
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.evaluation.synthetic_runs",
-                                     description="Write labelled synthetic GRPO runs (independent of the demo) "
-                                                 "for scoring the anomaly checks.")
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline.evaluation.synthetic_runs",
+        description="Write labelled synthetic GRPO runs (independent of the demo) for scoring the anomaly checks.",
+    )
     parser.add_argument("out_dir", type=Path, help="folder to write into (must not hold labels.json yet)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", type=int, default=32)
@@ -1633,8 +1868,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     out = args.out_dir
-    print(f"{summary(labels)}; {time.perf_counter() - started:.1f}s -> {out / 'labels.json'} "
-          f"(GRPOLENS_TRAINER_LOGS={out / 'trainer_logs'} GRPOLENS_WANDB_DIRS={out / 'wandb'})")
+    print(
+        f"{summary(labels)}; {time.perf_counter() - started:.1f}s -> {out / 'labels.json'} "
+        f"(GRPOLENS_TRAINER_LOGS={out / 'trainer_logs'} GRPOLENS_WANDB_DIRS={out / 'wandb'})"
+    )
     return 0
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from pipeline import checks, warehouse
 from pipeline.report import run_report
@@ -28,8 +28,9 @@ def _fingerprints(con) -> dict[str, str]:
     return {key: hashlib.sha256(str(text).encode()).hexdigest()[:16] for key, text in rows}
 
 
-def write_reports(settings, only_changed: bool = True, draw: bool = True,
-                  progress: Callable[[str], None] | None = None) -> list[dict]:
+def write_reports(
+    settings, only_changed: bool = True, draw: bool = True, progress: Callable[[str], None] | None = None
+) -> list[dict]:
     """Write (or keep) the report of every run; returns one summary per run: run, run_key, verdict, root cause,
     onset, markdown path, main plot path, regenerated (bool). Findings come from the `anomalies` table, which the
     caller has just refreshed (the asset sits downstream of it)."""
@@ -43,7 +44,9 @@ def write_reports(settings, only_changed: bool = True, draw: bool = True,
     con = warehouse.connect_readonly(settings)
     summaries = []
     try:
-        if "anomalies" not in {n for (n,) in con.execute("select table_name from information_schema.tables").fetchall()}:
+        if "anomalies" not in {
+            n for (n,) in con.execute("select table_name from information_schema.tables").fetchall()
+        }:
             raise checks.CheckError("the warehouse has no anomalies table yet: run `grpolens refresh` (or `check`)")
         current = _fingerprints(con)
         runs = con.execute("select run_key, name, run_id from runs order by name, run_key").fetchall()
@@ -59,10 +62,18 @@ def write_reports(settings, only_changed: bool = True, draw: bool = True,
                     progress(f"report {name}: {doc['verdict']}")
             root = doc["root_cause"] or {}
             plots = doc["files"]["plots"]
-            summaries.append({"run": doc["run"], "run_key": run_key, "verdict": doc["verdict"],
-                              "root_cause": root.get("check"), "onset": root.get("step"),
-                              "markdown": doc["files"]["markdown"], "main_plot": plots[0] if plots else None,
-                              "regenerated": regenerated})
+            summaries.append(
+                {
+                    "run": doc["run"],
+                    "run_key": run_key,
+                    "verdict": doc["verdict"],
+                    "root_cause": root.get("check"),
+                    "onset": root.get("step"),
+                    "markdown": doc["files"]["markdown"],
+                    "main_plot": plots[0] if plots else None,
+                    "regenerated": regenerated,
+                }
+            )
     finally:
         con.close()
     reports.mkdir(parents=True, exist_ok=True)
@@ -80,6 +91,8 @@ def verdict_table(summaries: list[dict], relative_to: Path | None = None) -> str
         path = Path(s["markdown"]) if s["markdown"] else None
         link = str(path.relative_to(relative_to)) if path and relative_to and path.is_relative_to(relative_to) else path
         name = (s["run"] or s["run_key"]).replace("|", "\\|")
-        lines.append(f"| {name} | {s['verdict']} | {s['root_cause'] or '–'} | "
-                     f"{s['onset'] if s['onset'] is not None else '–'} | {f'[report.md]({link})' if link else '–'} |")
+        lines.append(
+            f"| {name} | {s['verdict']} | {s['root_cause'] or '–'} | "
+            f"{s['onset'] if s['onset'] is not None else '–'} | {f'[report.md]({link})' if link else '–'} |"
+        )
     return "\n".join(lines)

@@ -15,8 +15,19 @@ import polars as pl
 from pipeline.checks import ANOMALY_COLUMNS
 
 # The curves a report reads and draws, in the order a practitioner reads them.
-CORE_METRICS = ("reward_mean", "task_score", "kl", "grad_norm", "entropy", "response_length_mean",
-                "response_clip_ratio", "loss", "clip_fraction", "frac_reward_zero_std", "reward_std")
+CORE_METRICS = (
+    "reward_mean",
+    "task_score",
+    "kl",
+    "grad_norm",
+    "entropy",
+    "response_length_mean",
+    "response_clip_ratio",
+    "loss",
+    "clip_fraction",
+    "frac_reward_zero_std",
+    "reward_std",
+)
 
 
 @dataclass
@@ -55,11 +66,11 @@ def _frame(con, have: set[str], table: str, sql: str, params: dict) -> pl.DataFr
 # This run's rows of each mart a report section reads (a mart per run, or the run's columns of a wider one).
 _RUN_TABLES = {
     "elo_gap": "select step, gap, gap_se, gap_ci_low, gap_ci_high, best_checkpoint, base_model_rating, "
-               "base_model_rating_is_seed, n_checkpoints from elo_gap where run_key = $run order by step",
+    "base_model_rating_is_seed, n_checkpoints from elo_gap where run_key = $run order by step",
     "elo_reference_trends": "select * exclude (run_key) from elo_reference_trends where run_key = $run order by player",
     "reward_components": "select * exclude (run_key) from reward_components where run_key = $run order by component",
     "step_time_breakdown": "select * exclude (run_key) from step_time_breakdown where run_key = $run "
-                           "order by rank_in_run",
+    "order by rank_in_run",
     "cache_stats": "select * from cache_stats where run_key = $run",
     "power_law_fit": "select * exclude (run_key) from power_law_fit where run_key = $run",
     "eval_summary": "select * exclude (run_key) from eval_summary where run_key = $run order by key",
@@ -72,16 +83,23 @@ def load(con, run_key: str, findings: list[dict] | None = None) -> RunData:
     `anomalies` table's."""
     have = _tables(con)
     params = {"run": run_key}
-    (run,) = [dict(zip([d[0] for d in cur.description], row))
-              for cur in [con.execute("select * from runs where run_key = $run", params)] for row in cur.fetchall()]
+    (run,) = [
+        dict(zip([d[0] for d in cur.description], row))
+        for cur in [con.execute("select * from runs where run_key = $run", params)]
+        for row in cur.fetchall()
+    ]
     for key in ("config", "summary"):
         run[key] = _json(run.get(key))
-    metrics = con.execute("select step, metric, value from metrics where run_key = $run order by metric, step",
-                          params).pl()
+    metrics = con.execute(
+        "select step, metric, value from metrics where run_key = $run order by metric, step", params
+    ).pl()
     if findings is None:
         columns = ", ".join(ANOMALY_COLUMNS)
-        findings = (con.execute(f"select {columns} from anomalies where run_key = $run", params).fetchall()
-                    if "anomalies" in have else [])
+        findings = (
+            con.execute(f"select {columns} from anomalies where run_key = $run", params).fetchall()
+            if "anomalies" in have
+            else []
+        )
         findings = [dict(zip(ANOMALY_COLUMNS, row)) for row in findings]
     findings = [_finding(f) for f in findings if f.get("run_key") == run_key]
     tables = {name: _frame(con, have, name, sql, params) for name, sql in _RUN_TABLES.items()}
@@ -101,24 +119,35 @@ def _json(value):
 
 def _finding(row: dict) -> dict:
     """An anomalies row in the report's vocabulary (`check`, not `check_name`), JSON-safe numbers."""
+
     def number(v):
         return None if v is None or v != v or v in (float("inf"), float("-inf")) else float(v)
 
-    return {"check": row["check_name"], "severity": row["severity"], "step": row["step"], "step_end": row["step_end"],
-            "metric": row["metric"], "value": number(row["value"]), "threshold": number(row["threshold"]),
-            "message": row["message"]}
+    return {
+        "check": row["check_name"],
+        "severity": row["severity"],
+        "step": row["step"],
+        "step_end": row["step_end"],
+        "metric": row["metric"],
+        "value": number(row["value"]),
+        "threshold": number(row["threshold"]),
+        "message": row["message"],
+    }
 
 
 def _component_history(con, have: set[str], run_key: str) -> pl.DataFrame:
     """step, component, value of each per-function reward the reward_components mart found for the run."""
     if "reward_components" not in have:
         return pl.DataFrame()
-    return con.execute("""
+    return con.execute(
+        """
         select h.step, c.component, h.value
         from history h join reward_components c on c.run_key = h.run_key and c.key = h.key
         where h.run_key = $run and isfinite(h.value)
         order by h.step
-    """, {"run": run_key}).pl()
+    """,
+        {"run": run_key},
+    ).pl()
 
 
 def _event_hours(con, have: set[str], run: dict) -> pl.DataFrame:
@@ -126,7 +155,8 @@ def _event_hours(con, have: set[str], run: dict) -> pl.DataFrame:
     join there is (DESIGN.md, grpo-signals.md): the report says so where it shows them."""
     if not {"health", "rollout_timing"} <= have or run.get("created_at") is None or run.get("heartbeat_at") is None:
         return pl.DataFrame()
-    return con.execute("""
+    return con.execute(
+        """
         select h.dataset, h.hour, h.events, h.error_events, h.rollouts_completed, h.rollouts_failed, h.error_rate,
                h.status, t.duration_p50_s, t.duration_p95_s
         from health h
@@ -135,7 +165,9 @@ def _event_hours(con, have: set[str], run: dict) -> pl.DataFrame:
           on t.dataset = h.dataset and t.hour = h.hour
         where h.grain = 'hour' and h.hour >= date_trunc('hour', $start) and h.hour <= $end
         order by h.dataset, h.hour
-    """, {"start": run["created_at"], "end": run["heartbeat_at"]}).pl()
+    """,
+        {"start": run["created_at"], "end": run["heartbeat_at"]},
+    ).pl()
 
 
 def _peers(con, run: dict) -> pl.DataFrame:
@@ -144,8 +176,15 @@ def _peers(con, run: dict) -> pl.DataFrame:
     column, value = ("group_name", run.get("group_name")) if run.get("group_name") else ("project", run.get("project"))
     if value is None or "int_metric__tails" not in _tables(con):
         return pl.DataFrame()
-    return con.execute(f"""
+    return (
+        con.execute(
+            f"""
         select r.run_key, r.name, t.tail_mean as tail_reward, t.points
         from runs as r join int_metric__tails as t on t.run_key = r.run_key and t.metric = 'reward_mean'
         where r.{column} = $value
-    """, {"value": value}).pl().with_columns(pl.lit(column).alias("grouped_by"))
+    """,
+            {"value": value},
+        )
+        .pl()
+        .with_columns(pl.lit(column).alias("grouped_by"))
+    )

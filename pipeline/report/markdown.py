@@ -47,22 +47,27 @@ def _trend(summary: dict) -> str:
 def render(doc: dict, out_dir: Path) -> str:
     s = doc["sections"]
     state = s["config_and_state"]
-    lines = [f"# Run report: {state['name']}", "",
-             f"`{doc['run_key']}` · {state.get('project') or ''} · group {state.get('group') or '–'} · "
-             f"state {state.get('state') or '?'} · last step {fmt(state.get('last_step'))}", "",
-             f"**Verdict: {VERDICT_MARK[doc['verdict']]}** — {doc['summary']}", ""]
+    lines = [
+        f"# Run report: {state['name']}",
+        "",
+        f"`{doc['run_key']}` · {state.get('project') or ''} · group {state.get('group') or '–'} · "
+        f"state {state.get('state') or '?'} · last step {fmt(state.get('last_step'))}",
+        "",
+        f"**Verdict: {VERDICT_MARK[doc['verdict']]}** — {doc['summary']}",
+        "",
+    ]
     root = doc["root_cause"]
     if root:
         lines += [f"**Root cause:** `{root['check']}` ({root['severity']}) from step {root['step']}: {root['message']}"]
         consequences = [f for f in doc["findings"] if f["consequence_of"] == root["check"]]
         if consequences:
-            lines += ["", "Consequences (starting within "
-                      f"{doc['story_window_steps']:.0f} steps of it):"]
+            lines += ["", f"Consequences (starting within {doc['story_window_steps']:.0f} steps of it):"]
             lines += [f"- `{f['check']}` ({f['severity']}) from step {f['step']}: {f['message']}" for f in consequences]
         lines.append("")
     lines += ["**Recommendation:**", ""]
-    lines += [f"{i}. {a['text']} — for {', '.join(a['because'])}" for i, a in enumerate(doc["actions"], 1)] or \
-        [doc["recommendation"]]
+    lines += [f"{i}. {a['text']} — for {', '.join(a['because'])}" for i, a in enumerate(doc["actions"], 1)] or [
+        doc["recommendation"]
+    ]
     for note in doc.get("overruled", []):
         lines.append(f"- Not advised: {note}")
     lines.append("")
@@ -85,17 +90,25 @@ def render(doc: dict, out_dir: Path) -> str:
 def _findings(doc: dict) -> list[str]:
     if not doc["findings"]:
         return []
-    rows = [dict(f, step=f"{f['step']}-{f['step_end']}" if f["step_end"] is not None else f"{f['step']}+")
-            for f in doc["findings"]]
-    return ["## Findings", ""] + table(rows, ["severity", "check", "step", "metric", "value", "consequence_of"],
-                                       ["severity", "check", "steps", "metric", "value", "consequence of"])
+    rows = [
+        dict(f, step=f"{f['step']}-{f['step_end']}" if f["step_end"] is not None else f"{f['step']}+")
+        for f in doc["findings"]
+    ]
+    return ["## Findings", ""] + table(
+        rows,
+        ["severity", "check", "step", "metric", "value", "consequence_of"],
+        ["severity", "check", "steps", "metric", "value", "consequence of"],
+    )
 
 
 def _config(state: dict) -> list[str]:
-    lines = ["## Config and state", "",
-             f"- created {state.get('created_at') or '?'}, last heard {state.get('heartbeat_at') or '?'}",
-             f"- {state['logged_steps']} logged steps, from {fmt(state.get('first_step'))} to "
-             f"{fmt(state.get('last_step'))}; {state['config_keys']} config keys"]
+    lines = [
+        "## Config and state",
+        "",
+        f"- created {state.get('created_at') or '?'}, last heard {state.get('heartbeat_at') or '?'}",
+        f"- {state['logged_steps']} logged steps, from {fmt(state.get('first_step'))} to "
+        f"{fmt(state.get('last_step'))}; {state['config_keys']} config keys",
+    ]
     if state.get("tags"):
         lines.append(f"- tags: {', '.join(state['tags'])}")
     lines.append("")
@@ -107,30 +120,45 @@ def _dynamics(dynamics: dict) -> list[str]:
     if not dynamics:
         return []
     rows = [dict(summary, metric=name, trend=_trend(summary)) for name, summary in dynamics.items()]
-    return ["## Learning dynamics", "", "Trend per 100 steps with its 95% interval (autocorrelation-corrected).", ""] + \
-        table(rows, ["metric", "points", "first", "best", "last", "min", "max", "trend", "non_finite"],
-              ["metric", "points", "first", "best", "last", "min", "max", "trend / 100 steps", "non-finite"])
+    return [
+        "## Learning dynamics",
+        "",
+        "Trend per 100 steps with its 95% interval (autocorrelation-corrected).",
+        "",
+    ] + table(
+        rows,
+        ["metric", "points", "first", "best", "last", "min", "max", "trend", "non_finite"],
+        ["metric", "points", "first", "best", "last", "min", "max", "trend / 100 steps", "non-finite"],
+    )
 
 
 def _components(section: dict | None) -> list[str]:
     if not section:
         return []
     return ["## Reward composition", ""] + table(
-        section["components"], ["component", "is_task", "first_mean", "last_mean", "gain", "gain_share"],
-        ["component", "task?", "first", "last", "gain", "share of the reward's gain"])
+        section["components"],
+        ["component", "is_task", "first_mean", "last_mean", "gain", "gain_share"],
+        ["component", "task?", "first", "last", "gain", "share of the reward's gain"],
+    )
 
 
 def _elo(section: dict | None) -> list[str]:
     if not section:
         return []
-    lines = ["## Elo of fixed references", "",
-             f"Gap best checkpoint − base model at step {section['step']}: **{fmt(section['gap'])} ± "
-             f"{fmt(section['gap_se'])}** Elo (95% {fmt(section['gap_ci'][0])} to {fmt(section['gap_ci'][1])}); "
-             f"peak {fmt(section['peak_gap'])} at step {section['peak_step']}; best checkpoint "
-             f"`{section['best_checkpoint']}`. Verdict: {section['verdict']}.", ""]
-    return lines + table(section["references"], ["player", "start_rating", "end_rating", "change",
-                                                 "slope_per_100_steps", "verdict"],
-                         ["reference", "start", "end", "change", "slope / 100 steps", "verdict"])
+    lines = [
+        "## Elo of fixed references",
+        "",
+        f"Gap best checkpoint − base model at step {section['step']}: **{fmt(section['gap'])} ± "
+        f"{fmt(section['gap_se'])}** Elo (95% {fmt(section['gap_ci'][0])} to {fmt(section['gap_ci'][1])}); "
+        f"peak {fmt(section['peak_gap'])} at step {section['peak_step']}; best checkpoint "
+        f"`{section['best_checkpoint']}`. Verdict: {section['verdict']}.",
+        "",
+    ]
+    return lines + table(
+        section["references"],
+        ["player", "start_rating", "end_rating", "change", "slope_per_100_steps", "verdict"],
+        ["reference", "start", "end", "change", "slope / 100 steps", "verdict"],
+    )
 
 
 def _pipeline(section: dict | None) -> list[str]:
@@ -139,17 +167,22 @@ def _pipeline(section: dict | None) -> list[str]:
     lines = ["## Pipeline performance", ""]
     if section.get("bottleneck"):
         lines += [f"Bottleneck: **{section['bottleneck']}**.", ""]
-    lines += table(section.get("phases") or [], ["phase", "share_of_step", "mean_s", "is_bottleneck"],
-                   ["phase", "share of step", "mean s", "bottleneck"])
+    lines += table(
+        section.get("phases") or [],
+        ["phase", "share_of_step", "mean_s", "is_bottleneck"],
+        ["phase", "share of step", "mean s", "bottleneck"],
+    )
     for name in ("step_time_s", "trajectories_per_s", "tokens_per_s_per_gpu"):
         if section.get(name):
             m = section[name]
             lines.append(f"- {name}: {fmt(m.get('first'))} → {fmt(m.get('last'))} (trend {_trend(m)})")
     if section.get("events"):
         e = section["events"]
-        lines.append(f"- events ({', '.join(e['datasets'])}, tied by {e['tied_by']}): {e['hours']} hours, error rate "
-                     f"{fmt(100 * (e['error_rate'] or 0))}%, {e['rollouts_failed']} failed rollouts, worst hourly p95 "
-                     f"{fmt(e['worst_p95_s'])} s")
+        lines.append(
+            f"- events ({', '.join(e['datasets'])}, tied by {e['tied_by']}): {e['hours']} hours, error rate "
+            f"{fmt(100 * (e['error_rate'] or 0))}%, {e['rollouts_failed']} failed rollouts, worst hourly p95 "
+            f"{fmt(e['worst_p95_s'])} s"
+        )
     return lines + [""]
 
 
@@ -159,8 +192,10 @@ def _simple(title: str, section: dict | None) -> list[str]:
     lines = [f"## {title}", ""]
     for name, m in section.items():
         if isinstance(m, dict):
-            lines.append(f"- {name}: first {fmt(m.get('first'))}, last {fmt(m.get('last'))}, min {fmt(m.get('min'))} "
-                         f"(trend {_trend(m)})")
+            lines.append(
+                f"- {name}: first {fmt(m.get('first'))}, last {fmt(m.get('last'))}, min {fmt(m.get('min'))} "
+                f"(trend {_trend(m)})"
+            )
     return lines + [""]
 
 
@@ -169,19 +204,26 @@ def _power_law(section: dict | None) -> list[str]:
         return []
     if section.get("missing_reason"):
         return ["## Power law", "", f"Not fitted: {section['missing_reason']}.", ""]
-    return ["## Power law", "",
-            f"{section.get('performance_metric')} ∝ compute^b over {section.get('compute_basis')} "
-            f"({section.get('n_points')} points): b = **{fmt(section.get('exponent'))}** (95% "
-            f"{fmt(section.get('exponent_ci_low'))} to {fmt(section.get('exponent_ci_high'))}), "
-            f"R² = {fmt(section.get('r_squared'))}.", ""]
+    return [
+        "## Power law",
+        "",
+        f"{section.get('performance_metric')} ∝ compute^b over {section.get('compute_basis')} "
+        f"({section.get('n_points')} points): b = **{fmt(section.get('exponent'))}** (95% "
+        f"{fmt(section.get('exponent_ci_low'))} to {fmt(section.get('exponent_ci_high'))}), "
+        f"R² = {fmt(section.get('r_squared'))}.",
+        "",
+    ]
 
 
 def _evaluation(section: dict | None) -> list[str]:
     if not section:
         return []
     lines = ["## Evaluation and artifacts", ""]
-    lines += table(section.get("metrics") or [], ["key", "points", "first_value", "last_value", "best_value",
-                                                  "best_step"], ["key", "points", "first", "last", "best", "at step"])
+    lines += table(
+        section.get("metrics") or [],
+        ["key", "points", "first_value", "last_value", "best_value", "best_step"],
+        ["key", "points", "first", "last", "best", "at step"],
+    )
     for artifact in section.get("artifacts") or []:
         lines.append(f"- artifact `{artifact.get('artifact_name')}` ({artifact.get('artifact_type')})")
     return lines + [""]
@@ -190,10 +232,14 @@ def _evaluation(section: dict | None) -> list[str]:
 def _standing(section: dict | None) -> list[str]:
     if not section:
         return []
-    return ["## Among its peers", "",
-            f"Rank {section['rank']} of {section['runs']} runs of the same {section['grouped_by'].replace('_name', '')} "
-            f"on {section['metric']} ({section['over']}): {fmt(section['tail_reward'])}, percentile "
-            f"{fmt(section['percentile'])}; best: {section['best_run']}.", ""]
+    return [
+        "## Among its peers",
+        "",
+        f"Rank {section['rank']} of {section['runs']} runs of the same {section['grouped_by'].replace('_name', '')} "
+        f"on {section['metric']} ({section['over']}): {fmt(section['tail_reward'])}, percentile "
+        f"{fmt(section['percentile'])}; best: {section['best_run']}.",
+        "",
+    ]
 
 
 def _samples(section: dict | None) -> list[str]:
@@ -205,7 +251,13 @@ def _samples(section: dict | None) -> list[str]:
     lines.append("")
     for side in ("before", "after", "latest"):
         for sample in section.get(side) or []:
-            lines += [f"**{side}, step {sample.get('step')}** — reward {fmt(sample.get('reward'))}, "
-                      f"{sample.get('length_chars')} characters:", "", "```text",
-                      (sample.get("completion") or "").replace("```", "'''"), "```", ""]
+            lines += [
+                f"**{side}, step {sample.get('step')}** — reward {fmt(sample.get('reward'))}, "
+                f"{sample.get('length_chars')} characters:",
+                "",
+                "```text",
+                (sample.get("completion") or "").replace("```", "'''"),
+                "```",
+                "",
+            ]
     return lines

@@ -25,8 +25,17 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 WIDTH, DPI = 10.0, 100
-CORE_ORDER = ("reward_mean", "task_score", "kl", "grad_norm", "entropy", "response_length_mean",
-              "response_clip_ratio", "loss", "clip_fraction")
+CORE_ORDER = (
+    "reward_mean",
+    "task_score",
+    "kl",
+    "grad_norm",
+    "entropy",
+    "response_length_mean",
+    "response_clip_ratio",
+    "loss",
+    "clip_fraction",
+)
 MAX_PANELS, MAX_PHASES, MARKERS_BELOW = 8, 8, 40
 PANEL_HEIGHT, TOP_BAND, BOTTOM_BAND = 2.3, 0.3, 0.35  # inches: one panel row, the title, the legend strip
 SEVERITY_COLOURS = {"error": "tab:red", "warn": "tab:orange", "info": "grey"}
@@ -88,7 +97,7 @@ def core_figure(curves: pl.DataFrame, findings: list[dict], title: str) -> Figur
     axes = list(grid.flat)
     for ax in grid[-1]:
         ax.set_xlabel("step")
-    for extra in axes[len(metrics):]:  # an odd count leaves the last slot empty: the axis above it gets the ticks
+    for extra in axes[len(metrics) :]:  # an odd count leaves the last slot empty: the axis above it gets the ticks
         extra.remove()
         grid[nrows - 2, ncols - 1].xaxis.set_tick_params(labelbottom=True)
         grid[nrows - 2, ncols - 1].set_xlabel("step")
@@ -107,8 +116,14 @@ def core_figure(curves: pl.DataFrame, findings: list[dict], title: str) -> Figur
             ax.set_yticks([])
         if (~ok).any():
             any_nonfinite = True
-            ax.plot(steps[~ok], np.full((~ok).sum(), 0.04), "x", color="red", markersize=5,
-                    transform=ax.get_xaxis_transform())
+            ax.plot(
+                steps[~ok],
+                np.full((~ok).sum(), 0.04),
+                "x",
+                color="red",
+                markersize=5,
+                transform=ax.get_xaxis_transform(),
+            )
         ax.set_title(panel_title(metric, int((~ok).sum())), fontsize=10)
         ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)
@@ -117,8 +132,10 @@ def core_figure(curves: pl.DataFrame, findings: list[dict], title: str) -> Figur
     handles = []
     if onsets:
         handles += [Patch(color=c, alpha=0.35, label=s) for s, c in SEVERITY_COLOURS.items()]
-        handles += [Line2D([], [], color="black", linestyle="--", label="onset + span on the finding's metric"),
-                    Line2D([], [], color="black", alpha=0.3, linewidth=0.6, label="onset on another metric")]
+        handles += [
+            Line2D([], [], color="black", linestyle="--", label="onset + span on the finding's metric"),
+            Line2D([], [], color="black", alpha=0.3, linewidth=0.6, label="onset on another metric"),
+        ]
     if any_nonfinite:
         handles.append(Line2D([], [], color="red", marker="x", linestyle="none", label="NaN/inf value"))
     if handles:
@@ -126,8 +143,14 @@ def core_figure(curves: pl.DataFrame, findings: list[dict], title: str) -> Figur
     fig.suptitle(title, fontsize=12)
     # Fixed margins, not tight_layout: measuring every tick label costs a second a report, and the bands stay
     # where they are whatever the findings add.
-    fig.subplots_adjust(left=0.08, right=0.98, bottom=(BOTTOM_BAND + 0.45) / height,
-                        top=1 - (TOP_BAND + 0.3) / height, hspace=0.38, wspace=0.2)
+    fig.subplots_adjust(
+        left=0.08,
+        right=0.98,
+        bottom=(BOTTOM_BAND + 0.45) / height,
+        top=1 - (TOP_BAND + 0.3) / height,
+        hspace=0.38,
+        wspace=0.2,
+    )
     return fig
 
 
@@ -149,9 +172,18 @@ def _draw_findings(panel: dict, findings: list[dict], lo: int, hi: int) -> list[
         ax = panel.get(f.get("metric"), axes[0])
         level, stagger[id(ax)] = stagger[id(ax)], stagger[id(ax)] + 1
         right = start > lo + 0.7 * (hi - lo)  # near the right edge the label goes left of its line
-        ax.annotate(str(f.get("check", "")), xy=(start, 0.95 - 0.13 * (level % 5)), xycoords=ax.get_xaxis_transform(),
-                    xytext=(-3 if right else 3, 0), textcoords="offset points", ha="right" if right else "left",
-                    va="top", fontsize=7, color=colour, bbox=LABEL_BOX).set_in_layout(False)  # labels never move axes
+        ax.annotate(
+            str(f.get("check", "")),
+            xy=(start, 0.95 - 0.13 * (level % 5)),
+            xycoords=ax.get_xaxis_transform(),
+            xytext=(-3 if right else 3, 0),
+            textcoords="offset points",
+            ha="right" if right else "left",
+            va="top",
+            fontsize=7,
+            color=colour,
+            bbox=LABEL_BOX,
+        ).set_in_layout(False)  # labels never move axes
     return onsets
 
 
@@ -166,13 +198,23 @@ def elo_gap(gap: pl.DataFrame, out: Path, title: str) -> Path | None:
     if gap.is_empty() or (frame := _last_per_step(gap).filter(pl.col("gap").is_finite())).is_empty():
         return None
     steps, values = frame.get_column("step").to_numpy(), frame.get_column("gap").to_numpy().astype(float)
-    low, high = (frame.get_column(c).to_numpy().astype(float) if c in frame.columns else np.full(len(frame), np.nan)
-                 for c in ("gap_ci_low", "gap_ci_high"))
+    low, high = (
+        frame.get_column(c).to_numpy().astype(float) if c in frame.columns else np.full(len(frame), np.nan)
+        for c in ("gap_ci_low", "gap_ci_high")
+    )
     band = np.isfinite(low) & np.isfinite(high)
     fig, ax = plt.subplots(figsize=(WIDTH, 4), dpi=DPI)
     if band.any():
-        ax.fill_between(steps, np.where(band, low, values), np.where(band, high, values), where=band,
-                        color="tab:blue", alpha=0.2, linewidth=0, label="confidence interval")
+        ax.fill_between(
+            steps,
+            np.where(band, low, values),
+            np.where(band, high, values),
+            where=band,
+            color="tab:blue",
+            alpha=0.2,
+            linewidth=0,
+            label="confidence interval",
+        )
     ax.plot(steps, values, color="tab:blue", linewidth=1.5, label="Elo gap", **_markers(len(steps)))
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set(title=title, xlabel="step", ylabel="Elo gap (best checkpoint − base model)")
@@ -250,7 +292,7 @@ def phase_shares(phases: pl.DataFrame) -> tuple[np.ndarray, list[str], np.ndarra
     totals = wide.select(pl.col(names).sum()).row(0, named=True)
     names = sorted(names, key=lambda n: -totals[n])
     if len(names) > MAX_PHASES:
-        keep, rest = names[: MAX_PHASES - 1], names[MAX_PHASES - 1:]
+        keep, rest = names[: MAX_PHASES - 1], names[MAX_PHASES - 1 :]
         other = "other" if "other" not in keep else "other phases"
         wide = wide.with_columns(pl.sum_horizontal(rest).alias(other))
         totals[other] = sum(totals[n] for n in rest)

@@ -38,8 +38,14 @@ def report_dir(reports: Path, run: dict) -> Path:
     return reports / base
 
 
-def build(con, run_key: str, rules: list[Check], out_dir: Path | None = None, findings: list[dict] | None = None,
-          draw: bool = True) -> dict:
+def build(
+    con,
+    run_key: str,
+    rules: list[Check],
+    out_dir: Path | None = None,
+    findings: list[dict] | None = None,
+    draw: bool = True,
+) -> dict:
     """The report document of one run; with ``out_dir`` also its Markdown and plots there."""
     data = frames.load(con, run_key, findings)
     told = story.tell(data.findings, {rule.name: rule for rule in rules}, data.steps)
@@ -60,12 +66,31 @@ def build(con, run_key: str, rules: list[Check], out_dir: Path | None = None, fi
     }
     root = told.root
     doc = {
-        "run": data.run.get("name"), "run_key": run_key, "verdict": told.verdict,
+        "run": data.run.get("name"),
+        "run_key": run_key,
+        "verdict": told.verdict,
         "summary": _summary(told),
         "root_cause": {k: root[k] for k in ("check", "severity", "step", "message")} if root else None,
-        "findings": [{k: f[k] for k in ("check", "severity", "step", "step_end", "metric", "value", "message",
-                                        "consequence_of", "transient")} for f in told.findings],
-        "recommendation": told.recommendation, "actions": told.actions, "overruled": told.overruled,
+        "findings": [
+            {
+                k: f[k]
+                for k in (
+                    "check",
+                    "severity",
+                    "step",
+                    "step_end",
+                    "metric",
+                    "value",
+                    "message",
+                    "consequence_of",
+                    "transient",
+                )
+            }
+            for f in told.findings
+        ],
+        "recommendation": told.recommendation,
+        "actions": told.actions,
+        "overruled": told.overruled,
         "story_window_steps": told.window,
         "sections": {k: v for k, v in parts.items() if v is not None},
         "files": {"markdown": None, "plots": []},
@@ -86,11 +111,15 @@ def build(con, run_key: str, rules: list[Check], out_dir: Path | None = None, fi
 def _summary(told: story.Story) -> str:
     """The verdict's one line."""
     if told.root is None:
-        return ("no check flagged anything at warn or error level" if told.verdict == "healthy" else
-                "only findings without an onset step")
+        return (
+            "no check flagged anything at warn or error level"
+            if told.verdict == "healthy"
+            else "only findings without an onset step"
+        )
     others = sum(f["consequence_of"] == told.root["check"] for f in told.findings)
-    more = sum(f["severity"] in ("warn", "error") and f is not told.root and not f["consequence_of"]
-               for f in told.findings)
+    more = sum(
+        f["severity"] in ("warn", "error") and f is not told.root and not f["consequence_of"] for f in told.findings
+    )
     tail = f", with {others} consequence{'s' * (others != 1)}" if others else ""
     tail += f"; {more} other finding{'s' * (more != 1)}" if more else ""
     return f"{told.root['check']} from step {told.root['step']}{tail}"
@@ -115,16 +144,22 @@ def _plots(data: frames.RunData, findings: list[dict], out_dir: Path) -> list[Pa
 
     name = data.run.get("name") or data.run["run_key"]
     core = data.metrics.filter(pl.col("metric").is_in(frames.CORE_METRICS))
-    phases = (data.metrics.filter(pl.col("metric").str.starts_with("phase_"))
-              .select("step", pl.col("metric").str.strip_prefix("phase_").str.strip_suffix("_s").alias("phase"),
-                      pl.col("value").alias("seconds")))
+    phases = data.metrics.filter(pl.col("metric").str.starts_with("phase_")).select(
+        "step",
+        pl.col("metric").str.strip_prefix("phase_").str.strip_suffix("_s").alias("phase"),
+        pl.col("value").alias("seconds"),
+    )
     components = data.table("component_history")
     gap = data.table("elo_gap")
     return [
         plots.core_curves(core, findings, out_dir / "core_curves.png", f"{name}: core curves"),
-        plots.elo_gap(gap.select("step", "gap", "gap_ci_low", "gap_ci_high"), out_dir / "elo_gap.png",
-                      f"{name}: Elo gap") if gap.height else None,
+        plots.elo_gap(
+            gap.select("step", "gap", "gap_ci_low", "gap_ci_high"), out_dir / "elo_gap.png", f"{name}: Elo gap"
+        )
+        if gap.height
+        else None,
         plots.reward_components(components, out_dir / "reward_components.png", f"{name}: reward components")
-        if components.height else None,
+        if components.height
+        else None,
         plots.step_time_shares(phases, out_dir / "step_time.png", f"{name}: step time") if phases.height else None,
     ]

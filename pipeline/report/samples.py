@@ -56,15 +56,18 @@ def _step(cell) -> int | None:
 def _cut(text: str, max_chars: int, keep_end: bool = False) -> str:
     if len(text) <= max_chars:
         return text
-    return "…" + text[len(text) - max_chars:] if keep_end else text[:max_chars] + "…"
+    return "…" + text[len(text) - max_chars :] if keep_end else text[:max_chars] + "…"
 
 
 def samples_from_table(table, default_step: int | None = None, max_chars: int = 600) -> tuple[list[dict], str | None]:
     """The samples in one W&B table (``{"columns": [...], "data": [[...], ...]}``) and, when there are none, why.
     Prompts keep their end (the question; a chat template's system prompt comes first), completions their start;
     ``length_chars`` is always the full length. Rows without a step column take ``default_step``."""
-    if not isinstance(table, dict) or not isinstance(table.get("columns"), list) or not isinstance(
-            table.get("data"), list):
+    if (
+        not isinstance(table, dict)
+        or not isinstance(table.get("columns"), list)
+        or not isinstance(table.get("data"), list)
+    ):
         return [], "not a W&B table (no columns and data)"
     columns = [str(c) for c in table["columns"]]
     step_col = next((i for i, c in enumerate(columns) if _STEP.match(c)), None)
@@ -73,8 +76,17 @@ def samples_from_table(table, default_step: int | None = None, max_chars: int = 
         match = _SUFFIX.match(name)
         base, group = (match.group(1), match.group(2)) if match and match.group(1) else (name, "")
         text = not _NOT_TEXT.search(base)
-        role = ("completion" if text and _COMPLETION.search(base) else "prompt" if text and _PROMPT.search(base)
-                else "reward" if _REWARD.search(base) else "advantage" if _ADVANTAGE.search(base) else None)
+        role = (
+            "completion"
+            if text and _COMPLETION.search(base)
+            else "prompt"
+            if text and _PROMPT.search(base)
+            else "reward"
+            if _REWARD.search(base)
+            else "advantage"
+            if _ADVANTAGE.search(base)
+            else None
+        )
         if role and i != step_col:
             found.append((i, role, group))
     wide = len({g for _, role, g in found if role == "completion"}) > 1
@@ -103,9 +115,15 @@ def samples_from_table(table, default_step: int | None = None, max_chars: int = 
                 reward = None if None in parts else sum(parts)
             else:
                 reward = _number(row[roles["advantage"][0]]) if "advantage" in roles else None
-            samples.append({"step": step, "prompt": None if prompt is None else _cut(prompt, max_chars, True),
-                            "completion": _cut(completion, max_chars), "reward": reward,
-                            "length_chars": len(completion)})
+            samples.append(
+                {
+                    "step": step,
+                    "prompt": None if prompt is None else _cut(prompt, max_chars, True),
+                    "completion": _cut(completion, max_chars),
+                    "reward": reward,
+                    "length_chars": len(completion),
+                }
+            )
     return samples, None if samples else "the table has no rows with a completion"
 
 
@@ -113,14 +131,15 @@ def _pick(samples: list[dict], steps: list[int], per_side: int) -> list[dict]:
     """Up to per_side samples from the first of ``steps`` (then the next ones while short), in step order."""
     chosen: list[dict] = []
     for step in steps:
-        chosen += [s for s in samples if s["step"] == step][:per_side - len(chosen)]
+        chosen += [s for s in samples if s["step"] == step][: per_side - len(chosen)]
         if len(chosen) >= per_side:
             break
     return sorted(chosen, key=lambda s: s["step"])
 
 
-def _from_key(folders: list[Path], refs: list[tuple[int, str]], key: str, onset: int | None, per_side: int,
-              max_chars: int) -> dict:
+def _from_key(
+    folders: list[Path], refs: list[tuple[int, str]], key: str, onset: int | None, per_side: int, max_chars: int
+) -> dict:
     """Read the nearest table files of one key (referenced by the history, or lying in the run folder) and pick."""
     files: dict[Path, int | None] = {}  # file -> the step it was logged at
     missing = 0
@@ -163,8 +182,11 @@ def _from_key(folders: list[Path], refs: list[tuple[int, str]], key: str, onset:
                 seen.add(ident)
                 samples.append(s)
     if missing:
-        notes.insert(0, f"{missing} of {len(refs)} table files of {key} referenced by the history were not found "
-                        f"under {' or '.join(str(f / 'files') for f in folders)}")
+        notes.insert(
+            0,
+            f"{missing} of {len(refs)} table files of {key} referenced by the history were not found "
+            f"under {' or '.join(str(f / 'files') for f in folders)}",
+        )
     if unreferenced:
         notes.append(f"{unreferenced} table file(s) of {key} in the run folder are not in the history (read by name)")
     steps = sorted({s["step"] for s in samples if s["step"] is not None})
@@ -173,8 +195,14 @@ def _from_key(folders: list[Path], refs: list[tuple[int, str]], key: str, onset:
     else:
         before = _pick(samples, [s for s in steps if s < onset][::-1], per_side)
         after = _pick(samples, [s for s in steps if s >= onset], per_side)
-    return {"available": bool(before or after), "key": key, "before": before, "after": after, "files": read,
-            "note": "; ".join(notes) or None}
+    return {
+        "available": bool(before or after),
+        "key": key,
+        "before": before,
+        "after": after,
+        "files": read,
+        "note": "; ".join(notes) or None,
+    }
 
 
 def completion_samples(con, run_key: str, onset_step: int | None, per_side: int = 3, max_chars: int = 600) -> dict:
@@ -184,8 +212,11 @@ def completion_samples(con, run_key: str, onset_step: int | None, per_side: int 
     empty = {"available": False, "key": None, "before": [], "after": [], "files": [], "note": None}
     try:
         sources = con.execute("select source_files from runs where run_key = ?", [run_key]).fetchall()
-        rows = con.execute("select key, step, value_text from history where run_key = ? and value_text like "
-                           "'%table-file%' order by step", [run_key]).fetchall()
+        rows = con.execute(
+            "select key, step, value_text from history where run_key = ? and value_text like "
+            "'%table-file%' order by step",
+            [run_key],
+        ).fetchall()
     except Exception as exc:  # a warehouse without these tables, or a closed connection
         return {**empty, "note": f"could not read the warehouse ({type(exc).__name__}: {exc})"}
     refs: dict[str, list[tuple[int, str]]] = {}
@@ -200,15 +231,23 @@ def completion_samples(con, run_key: str, onset_step: int | None, per_side: int 
         return {**empty, "note": "no W&B tables of completions were logged"}
     paths = [p for row in sources for p in (row[0] or []) if p]
     if not paths:
-        return {**empty, "note": "the run is not from a W&B offline folder (no run-*.wandb file recorded), so its "
-                                 "table files cannot be read"}
+        return {
+            **empty,
+            "note": "the run is not from a W&B offline folder (no run-*.wandb file recorded), so its "
+            "table files cannot be read",
+        }
     folders = list(dict.fromkeys(Path(p).parent for p in paths))
     if not any(f.is_dir() for f in folders):
         return {**empty, "note": f"the run folder {folders[0]} no longer exists"}
     keys = sorted(refs, key=lambda k: (not _KEY_HINT.search(k), k))
     results = [_from_key(folders, refs[k], k, onset_step, per_side, max_chars) for k in keys]
-    best = max(results, key=lambda r: (len(r["before"]) + len(r["after"]),  # then train before validation
-                                      not re.match(r"(val|eval|test)", r["key"] or "", re.I)))
+    best = max(
+        results,
+        key=lambda r: (
+            len(r["before"]) + len(r["after"]),  # then train before validation
+            not re.match(r"(val|eval|test)", r["key"] or "", re.I),
+        ),
+    )
     others = [k for k in keys if k != best["key"]]
     if others:
         extra = f"other tables logged: {', '.join(others)}"

@@ -13,16 +13,53 @@ from pipeline.report import stats
 from pipeline.report.frames import CORE_METRICS, RunData
 
 # Which way is better, for the metrics where that is not a matter of taste.
-HIGHER_IS_BETTER = {"reward_mean": True, "task_score": True, "loss": False, "extraction_rate": True,
-                    "cache_hit_rate": True, "trajectories_per_s": True}
+HIGHER_IS_BETTER = {
+    "reward_mean": True,
+    "task_score": True,
+    "loss": False,
+    "extraction_rate": True,
+    "cache_hit_rate": True,
+    "trajectories_per_s": True,
+}
 # Config leaves worth showing, by the names trainers give them (the last part of a nested key).
-HYPERPARAMETERS = ("learning_rate", "lr", "actor_lr", "kl_beta", "beta", "kl_coef", "kl_loss_coef", "init_kl_coef",
-                   "kl_target", "entropy_coef", "entropy_coeff", "num_generations", "samples_per_group", "n",
-                   "temperature", "max_completion_length", "max_response_length", "max_new_tokens",
-                   "max_prompt_length", "per_device_train_batch_size", "train_batch_size", "ppo_mini_batch_size",
-                   "gradient_accumulation_steps", "num_train_epochs", "ppo_epochs", "clip_ratio", "epsilon",
-                   "lora_rank", "lora_r", "max_grad_norm", "base_model_id", "model_name_or_path", "loss_type",
-                   "adv_estimator", "num_groups_per_step", "use_ppo_clipping")
+HYPERPARAMETERS = (
+    "learning_rate",
+    "lr",
+    "actor_lr",
+    "kl_beta",
+    "beta",
+    "kl_coef",
+    "kl_loss_coef",
+    "init_kl_coef",
+    "kl_target",
+    "entropy_coef",
+    "entropy_coeff",
+    "num_generations",
+    "samples_per_group",
+    "n",
+    "temperature",
+    "max_completion_length",
+    "max_response_length",
+    "max_new_tokens",
+    "max_prompt_length",
+    "per_device_train_batch_size",
+    "train_batch_size",
+    "ppo_mini_batch_size",
+    "gradient_accumulation_steps",
+    "num_train_epochs",
+    "ppo_epochs",
+    "clip_ratio",
+    "epsilon",
+    "lora_rank",
+    "lora_r",
+    "max_grad_norm",
+    "base_model_id",
+    "model_name_or_path",
+    "loss_type",
+    "adv_estimator",
+    "num_groups_per_step",
+    "use_ppo_clipping",
+)
 MIN_POINTS = 10  # fewer logged steps than this: trends and most rules cannot judge the run
 
 
@@ -50,16 +87,27 @@ def _flatten(config: dict, prefix: str = "") -> dict[str, object]:
 def config_and_state(data: RunData) -> dict:
     run = data.run
     config = _flatten(run.get("config") or {})
-    chosen = {k: v for k, v in config.items()
-              if k.rsplit(".", 1)[-1] in HYPERPARAMETERS and isinstance(v, (int, float, str, bool)) and v != ""}
+    chosen = {
+        k: v
+        for k, v in config.items()
+        if k.rsplit(".", 1)[-1] in HYPERPARAMETERS and isinstance(v, (int, float, str, bool)) and v != ""
+    }
     steps = data.steps
     return {
-        "name": run.get("name"), "run_key": run["run_key"], "source": run.get("source"),
-        "project": run.get("project"), "group": run.get("group_name"), "tags": list(run.get("tags") or []),
-        "state": run.get("state"), "created_at": _iso(run.get("created_at")),
-        "heartbeat_at": _iso(run.get("heartbeat_at")), "last_step": run.get("last_step"),
-        "logged_steps": len(steps), "first_step": steps[0] if steps else None,
-        "hyperparameters": dict(sorted(chosen.items())[:20]), "config_keys": len(config),
+        "name": run.get("name"),
+        "run_key": run["run_key"],
+        "source": run.get("source"),
+        "project": run.get("project"),
+        "group": run.get("group_name"),
+        "tags": list(run.get("tags") or []),
+        "state": run.get("state"),
+        "created_at": _iso(run.get("created_at")),
+        "heartbeat_at": _iso(run.get("heartbeat_at")),
+        "last_step": run.get("last_step"),
+        "logged_steps": len(steps),
+        "first_step": steps[0] if steps else None,
+        "hyperparameters": dict(sorted(chosen.items())[:20]),
+        "config_keys": len(config),
     }
 
 
@@ -76,8 +124,22 @@ def reward_composition(data: RunData) -> dict | None:
     parts = data.table("reward_components")
     if not parts.height:
         return None
-    keep = [c for c in ("component", "key", "is_task", "points", "first_mean", "last_mean", "gain", "gain_share",
-                        "variance_share", "last_nonzero_share") if c in parts.columns]
+    keep = [
+        c
+        for c in (
+            "component",
+            "key",
+            "is_task",
+            "points",
+            "first_mean",
+            "last_mean",
+            "gain",
+            "gain_share",
+            "variance_share",
+            "last_nonzero_share",
+        )
+        if c in parts.columns
+    ]
     return {"components": _rows(parts.select(keep))}
 
 
@@ -89,16 +151,41 @@ def elo(data: RunData) -> dict | None:
     peak = gap.sort("gap", descending=True, nulls_last=True).row(0, named=True)
     trends = data.table("elo_reference_trends")
     low = _finite(last.get("gap_ci_low"))
-    verdict = ("learning: the best checkpoint is ahead of the base model beyond the uncertainty" if low is not None
-               and low > 0 else "not shown to be learning: the gap's interval includes 0")
+    verdict = (
+        "learning: the best checkpoint is ahead of the base model beyond the uncertainty"
+        if low is not None and low > 0
+        else "not shown to be learning: the gap's interval includes 0"
+    )
     return {
-        "step": last["step"], "gap": _finite(last["gap"]), "gap_se": _finite(last.get("gap_se")),
-        "gap_ci": [low, _finite(last.get("gap_ci_high"))], "best_checkpoint": last.get("best_checkpoint"),
-        "peak_gap": _finite(peak["gap"]), "peak_step": peak["step"], "verdict": verdict,
-        "references": _rows(trends.select([c for c in ("player", "start_rating", "end_rating", "change",
-                                                       "slope_per_100_steps", "slope_ci_low", "slope_ci_high",
-                                                       "verdict", "scale") if c in trends.columns]))
-        if trends.height else [],
+        "step": last["step"],
+        "gap": _finite(last["gap"]),
+        "gap_se": _finite(last.get("gap_se")),
+        "gap_ci": [low, _finite(last.get("gap_ci_high"))],
+        "best_checkpoint": last.get("best_checkpoint"),
+        "peak_gap": _finite(peak["gap"]),
+        "peak_step": peak["step"],
+        "verdict": verdict,
+        "references": _rows(
+            trends.select(
+                [
+                    c
+                    for c in (
+                        "player",
+                        "start_rating",
+                        "end_rating",
+                        "change",
+                        "slope_per_100_steps",
+                        "slope_ci_low",
+                        "slope_ci_high",
+                        "verdict",
+                        "scale",
+                    )
+                    if c in trends.columns
+                ]
+            )
+        )
+        if trends.height
+        else [],
     }
 
 
@@ -106,8 +193,11 @@ def pipeline_performance(data: RunData) -> dict | None:
     out: dict = {}
     phases = data.table("step_time_breakdown")
     if phases.height:
-        out["phases"] = _rows(phases.select([c for c in ("phase", "share_of_step", "mean_s", "total_s", "is_bottleneck")
-                                             if c in phases.columns]))
+        out["phases"] = _rows(
+            phases.select(
+                [c for c in ("phase", "share_of_step", "mean_s", "total_s", "is_bottleneck") if c in phases.columns]
+            )
+        )
         top = phases.filter(pl.col("is_bottleneck")) if "is_bottleneck" in phases.columns else phases.head(0)
         out["bottleneck"] = top.get_column("phase").to_list()[0] if top.height else None
     out.update(_metric_section(data, "step_time_s", "trajectories_per_s", "tokens_per_s_per_gpu") or {})
@@ -115,7 +205,8 @@ def pipeline_performance(data: RunData) -> dict | None:
     if hours.height:
         out["events"] = {
             "tied_by": "time: the event hours that overlap the run's lifetime (rollout events carry no run name)",
-            "hours": hours.height, "datasets": sorted(hours.get_column("dataset").unique().to_list()),
+            "hours": hours.height,
+            "datasets": sorted(hours.get_column("dataset").unique().to_list()),
             "error_rate": _finite(hours.get_column("error_events").sum() / max(hours.get_column("events").sum(), 1)),
             "rollouts_failed": int(hours.get_column("rollouts_failed").fill_null(0).sum()),
             "worst_p95_s": _finite(hours.get_column("duration_p95_s").max()),
@@ -128,8 +219,9 @@ def _metric_section(data: RunData, *names: str) -> dict | None:
     for name in names:
         series = data.metric(name)
         if series.height:
-            out[name] = stats.summary(series.get_column("step").to_numpy(), series.get_column("value").to_numpy(),
-                                      HIGHER_IS_BETTER.get(name))
+            out[name] = stats.summary(
+                series.get_column("step").to_numpy(), series.get_column("value").to_numpy(), HIGHER_IS_BETTER.get(name)
+            )
     return out or None
 
 
@@ -141,7 +233,9 @@ def prefix_cache(data: RunData) -> dict | None:
     out = _metric_section(data, "cache_hit_rate") or {}
     cache = data.table("cache_stats")
     if cache.height:
-        out["cache_stats"] = _rows(cache.select([c for c in ("grain", "hour", "samples", "hit_rate") if c in cache.columns]))
+        out["cache_stats"] = _rows(
+            cache.select([c for c in ("grain", "hour", "samples", "hit_rate") if c in cache.columns])
+        )
     return out or None
 
 
@@ -176,11 +270,16 @@ def standing(data: RunData) -> dict | None:
         return None
     value = mine.get_column("tail_reward")[0]
     ranked = peers.sort("tail_reward", descending=True)
-    return {"metric": "reward_mean", "over": "mean of the last 10% of logged points (int_metric__tails)",
-            "grouped_by": peers.get_column("grouped_by")[0], "runs": peers.height,
-            "tail_reward": _finite(value), "percentile": stats.percentile_rank(value, peers.get_column("tail_reward").to_list()),
-            "rank": ranked.get_column("run_key").to_list().index(data.run["run_key"]) + 1,
-            "best_run": ranked.get_column("name")[0]}
+    return {
+        "metric": "reward_mean",
+        "over": "mean of the last 10% of logged points (int_metric__tails)",
+        "grouped_by": peers.get_column("grouped_by")[0],
+        "runs": peers.height,
+        "tail_reward": _finite(value),
+        "percentile": stats.percentile_rank(value, peers.get_column("tail_reward").to_list()),
+        "rank": ranked.get_column("run_key").to_list().index(data.run["run_key"]) + 1,
+        "best_run": ranked.get_column("name")[0],
+    }
 
 
 def not_judged(data: RunData, rules) -> list[dict]:
@@ -189,11 +288,20 @@ def not_judged(data: RunData, rules) -> list[dict]:
     out = []
     steps = data.steps
     if not steps:
-        out.append({"what": "everything", "why": "the run has no values under any canonical metric name (only custom "
-                    "keys, or nothing logged yet): add aliases in grpolens.yaml to map its keys"})
+        out.append(
+            {
+                "what": "everything",
+                "why": "the run has no values under any canonical metric name (only custom "
+                "keys, or nothing logged yet): add aliases in grpolens.yaml to map its keys",
+            }
+        )
     elif len(steps) < MIN_POINTS:
-        out.append({"what": "trends and most checks", "why": f"only {len(steps)} logged steps (at least {MIN_POINTS} "
-                    "are needed to tell a trend from noise)"})
+        out.append(
+            {
+                "what": "trends and most checks",
+                "why": f"only {len(steps)} logged steps (at least {MIN_POINTS} are needed to tell a trend from noise)",
+            }
+        )
     logged = set(data.metrics.get_column("metric").unique().to_list()) if data.metrics.height else set()
     missing: dict[str, list[str]] = {}
     for rule in rules:
@@ -205,11 +313,20 @@ def not_judged(data: RunData, rules) -> list[dict]:
     if data.metrics.height:
         bad = data.metrics.filter(~pl.col("value").is_finite()).group_by("metric").len().sort("metric")
         for metric, count in bad.iter_rows():
-            out.append({"what": f"{count} value(s) of {metric}", "why": "NaN or infinite: left out of trends and plots "
-                        "(loss_nonfinite judges them)"})
+            out.append(
+                {
+                    "what": f"{count} value(s) of {metric}",
+                    "why": "NaN or infinite: left out of trends and plots (loss_nonfinite judges them)",
+                }
+            )
     if data.run.get("state") == "running":
-        out.append({"what": "the end of the run", "why": f"the run is still being written (state running); this report "
-                    f"covers steps up to {data.run.get('last_step')}"})
+        out.append(
+            {
+                "what": "the end of the run",
+                "why": f"the run is still being written (state running); this report "
+                f"covers steps up to {data.run.get('last_step')}",
+            }
+        )
     return out
 
 
@@ -220,9 +337,11 @@ def good_bad_ugly(data: RunData, dynamics: dict, findings: list[dict]) -> dict:
         summary = dynamics.get(name) or {}
         trend = summary.get("trend")
         if trend and trend["significant"] and trend["slope"] > 0:
-            good.append(f"{name} rose from {summary['first']:.3g} to {summary['last']:.3g} "
-                        f"(trend {trend['slope']:+.3g} per 100 steps, 95% interval {trend['ci'][0]:+.3g} to "
-                        f"{trend['ci'][1]:+.3g})")
+            good.append(
+                f"{name} rose from {summary['first']:.3g} to {summary['last']:.3g} "
+                f"(trend {trend['slope']:+.3g} per 100 steps, 95% interval {trend['ci'][0]:+.3g} to "
+                f"{trend['ci'][1]:+.3g})"
+            )
     kl = dynamics.get("kl") or {}
     if kl.get("max") is not None and kl["max"] <= 0.1:
         good.append(f"KL stayed at or below {kl['max']:.3g} (healthy below 0.1)")
@@ -231,9 +350,13 @@ def good_bad_ugly(data: RunData, dynamics: dict, findings: list[dict]) -> dict:
     flagged = {f["check"] for f in findings if f["severity"] in ("warn", "error")}
     if dynamics and not flagged:
         good.append("no check flagged anything at warn or error level")
+
     def said(f: dict) -> str:  # what was found, without the rule's advice (the recommendation has it)
         where = f"step {f['step']}" + (", transient" if f.get("transient") else "")
         return f"{f['check']} ({where}): {(f['message'] or '').split('; ')[0]}"
 
-    return {"good": good, "bad": [said(f) for f in findings if f["severity"] == "warn"],
-            "ugly": [said(f) for f in findings if f["severity"] == "error"]}
+    return {
+        "good": good,
+        "bad": [said(f) for f in findings if f["severity"] == "warn"],
+        "ugly": [said(f) for f in findings if f["severity"] == "error"],
+    }

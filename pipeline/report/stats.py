@@ -18,8 +18,12 @@ def t_critical(df: float) -> float:
     if df <= 10:
         return _T975[int(round(df)) - 1]
     z = 1.959964
-    return (z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
-            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
+    return (
+        z
+        + (z**3 + z) / (4 * df)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3)
+    )
 
 
 def effective_n(residuals: np.ndarray) -> float:
@@ -50,8 +54,14 @@ def trend(steps: np.ndarray, values: np.ndarray, per: float = 100.0) -> dict | N
     se *= math.sqrt((n - 2) / max(n_eff - 2, 1.0))  # fewer independent points: a wider interval
     t_crit = t_critical(n_eff - 2)
     low, high = (slope - t_crit * se) * per, (slope + t_crit * se) * per
-    return {"slope": slope * per, "ci": [low, high], "significant": bool(low > 0 or high < 0),
-            "per_steps": per, "n": n, "n_effective": round(n_eff, 1)}
+    return {
+        "slope": slope * per,
+        "ci": [low, high],
+        "significant": bool(low > 0 or high < 0),
+        "per_steps": per,
+        "n": n,
+        "n_effective": round(n_eff, 1),
+    }
 
 
 def summary(steps: np.ndarray, values: np.ndarray, higher_is_better: bool | None) -> dict:
@@ -61,8 +71,14 @@ def summary(steps: np.ndarray, values: np.ndarray, higher_is_better: bool | None
     if not finite.any():
         return out
     s, v = steps[finite], values[finite]
-    out.update(first=float(v[0]), first_step=int(s[0]), last=float(v[-1]), last_step=int(s[-1]),
-               min=float(v.min()), max=float(v.max()))
+    out.update(
+        first=float(v[0]),
+        first_step=int(s[0]),
+        last=float(v[-1]),
+        last_step=int(s[-1]),
+        min=float(v.min()),
+        max=float(v.max()),
+    )
     if higher_is_better is not None:
         at = int(v.argmax() if higher_is_better else v.argmin())
         out.update(best=float(v[at]), best_step=int(s[at]))

@@ -40,8 +40,11 @@ class Story:
     @property
     def recommendation(self) -> str:
         if not self.actions:
-            return ("No action needed: nothing at warn or error level." if self.verdict == "healthy" else
-                    "No specific action: read the findings.")
+            return (
+                "No action needed: nothing at warn or error level."
+                if self.verdict == "healthy"
+                else "No specific action: read the findings."
+            )
         return " ".join(f"{i}. {a['text']}." for i, a in enumerate(self.actions, 1))
 
 
@@ -59,9 +62,16 @@ def _mark_transient(placed: list[dict], rules: dict[str, Check], window: float) 
     for f in placed:
         rule = rules.get(f["check"])
         f["transient"] = bool(
-            rule is not None and rule.role == "symptom" and f["step_end"] is not None
-            and not any(g is not f and _rank(rules, g) != ROLES.index("symptom")
-                        and f["step"] <= g["step"] <= f["step_end"] + window for g in placed))
+            rule is not None
+            and rule.role == "symptom"
+            and f["step_end"] is not None
+            and not any(
+                g is not f
+                and _rank(rules, g) != ROLES.index("symptom")
+                and f["step"] <= g["step"] <= f["step_end"] + window
+                for g in placed
+            )
+        )
 
 
 def story_window(steps: list[int]) -> float:
@@ -128,13 +138,18 @@ def _recommend(story: Story, rules: dict[str, Check]) -> None:
             taken = chosen.get(advice.lever)
             if taken is None:
                 if len(chosen) < MAX_ACTIONS:
-                    chosen[advice.lever] = {"text": advice.text, "lever": advice.lever,
-                                            "direction": advice.direction, "because": [finding["check"]]}
+                    chosen[advice.lever] = {
+                        "text": advice.text,
+                        "lever": advice.lever,
+                        "direction": advice.direction,
+                        "because": [finding["check"]],
+                    }
             elif taken["direction"] == advice.direction or advice.direction == "do":
                 if finding["check"] not in taken["because"]:
                     taken["because"].append(finding["check"])
             else:
                 story.overruled.append(
-                    f"{finding['check']} would say \"{advice.text}\"; not advised, because "
-                    f"{taken['because'][0]} (found first in this story) points {advice.lever} {taken['direction']}")
+                    f'{finding["check"]} would say "{advice.text}"; not advised, because '
+                    f"{taken['because'][0]} (found first in this story) points {advice.lever} {taken['direction']}"
+                )
     story.actions = list(chosen.values())

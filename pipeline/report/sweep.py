@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -34,22 +33,33 @@ class Selection:
     excluded: list[dict] = field(default_factory=list)  # {"run", "why"}
 
 
-def select(con, group=None, sweep=None, tag=None, prefix=None, project=None, runs: list[str] | None = None) -> Selection:
+def select(
+    con, group=None, sweep=None, tag=None, prefix=None, project=None, runs: list[str] | None = None
+) -> Selection:
     """The runs a sweep is about. ``runs``: explicit run names, ids or run_keys (compare)."""
-    base = ("select run_key, name, run_id, project, group_name, sweep_id, state, last_step, tags, "
-            "config::varchar as config from runs")
+    base = (
+        "select run_key, name, run_id, project, group_name, sweep_id, state, last_step, tags, "
+        "config::varchar as config from runs"
+    )
     if runs:
-        frame = con.execute(f"{base} where run_key in (select unnest($r)) or run_id in (select unnest($r)) "
-                            "or name in (select unnest($r))", {"r": list(runs)}).pl()
+        frame = con.execute(
+            f"{base} where run_key in (select unnest($r)) or run_id in (select unnest($r)) "
+            "or name in (select unnest($r))",
+            {"r": list(runs)},
+        ).pl()
         found = set(frame["run_key"]) | set(frame["run_id"]) | set(frame["name"])
         missing = [r for r in runs if r not in found]
         if missing:
             raise SweepError(f"no run {', '.join(map(repr, missing))} in the warehouse")
         label = "runs " + ", ".join(runs)
     else:
-        for value, where, what in ((group, "group_name = $v", "group"), (sweep, "sweep_id = $v", "sweep"),
-                                   (tag, "list_contains(tags, $v)", "tag"),
-                                   (prefix, "starts_with(name, $v)", "name prefix"), (project, "project = $v", "project")):
+        for value, where, what in (
+            (group, "group_name = $v", "group"),
+            (sweep, "sweep_id = $v", "sweep"),
+            (tag, "list_contains(tags, $v)", "tag"),
+            (prefix, "starts_with(name, $v)", "name prefix"),
+            (project, "project = $v", "project"),
+        ):
             if value:
                 frame = con.execute(f"{base} where {where}", {"v": value}).pl()
                 label = f"{what} {value}"
@@ -72,51 +82,71 @@ def _config(text) -> dict:
 def choose_metric(con, run_keys: list[str], metric: str | None) -> str:
     """Explicit (a canonical name or a raw key the aliases map), else the Elo gap for league runs, else a task /
     eval metric, else the reward — the first that at least two of the runs logged."""
-    logged = con.execute("select metric, count(distinct run_key) as runs from int_metric__tails "
-                         "where run_key in (select unnest($k)) group by metric", {"k": run_keys}).fetchall()
+    logged = con.execute(
+        "select metric, count(distinct run_key) as runs from int_metric__tails "
+        "where run_key in (select unnest($k)) group by metric",
+        {"k": run_keys},
+    ).fetchall()
     shared = {m: n for m, n in logged}
-    elo = con.execute("select count(distinct run_key) from elo_gap where run_key in (select unnest($k))",
-                      {"k": run_keys}).fetchone()[0]
+    elo = con.execute(
+        "select count(distinct run_key) from elo_gap where run_key in (select unnest($k))", {"k": run_keys}
+    ).fetchone()[0]
     shared["elo_gap"] = elo
     if metric:
         if metric not in shared:
-            mapped = con.execute("select any_value(metric) from metric_aliases where source_key = $m",
-                                 {"m": metric}).fetchone()[0]
+            mapped = con.execute(
+                "select any_value(metric) from metric_aliases where source_key = $m", {"m": metric}
+            ).fetchone()[0]
             if mapped in shared:
                 return mapped
             known = ", ".join(sorted(m for m, n in shared.items() if n >= 2)) or "none"
-            raise SweepError(f"metric {metric!r} is not logged by these runs (metrics at least two of them share: "
-                             f"{known})")
+            raise SweepError(
+                f"metric {metric!r} is not logged by these runs (metrics at least two of them share: {known})"
+            )
         return metric
     for candidate in ("elo_gap", "task_score", "reward_mean"):
         if shared.get(candidate, 0) >= 2:
             return candidate
-    raise SweepError("these runs share no metric to compare them on (no reward, task score or Elo gap logged by "
-                     "two of them); give one with --metric")
+    raise SweepError(
+        "these runs share no metric to compare them on (no reward, task score or Elo gap logged by "
+        "two of them); give one with --metric"
+    )
 
 
 def scores(con, run_keys: list[str], metric: str) -> pl.DataFrame:
     """run_key, score, ci_low, ci_high, score_se, tail_points, first_value, last_step of each run on ``metric``."""
     if metric == "elo_gap":
-        return con.execute("""
+        return con.execute(
+            """
             select run_key, gap as score, gap_ci_low as ci_low, gap_ci_high as ci_high, gap_se as score_se,
                    1::bigint as tail_points, null::double as first_value, step as last_step
             from elo_gap where run_key in (select unnest($k))
             qualify row_number() over (partition by run_key order by step desc) = 1
-        """, {"k": run_keys}).pl()
-    return con.execute("""
+        """,
+            {"k": run_keys},
+        ).pl()
+    return con.execute(
+        """
         select run_key, tail_mean as score, tail_ci_low as ci_low, tail_ci_high as ci_high, tail_se as score_se,
                tail_points, first_value, last_step
         from int_metric__tails where metric = $m and run_key in (select unnest($k))
-    """, {"k": run_keys, "m": metric}).pl()
+    """,
+        {"k": run_keys, "m": metric},
+    ).pl()
 
 
 def curves(con, run_keys: list[str], metric: str) -> pl.DataFrame:
     if metric == "elo_gap":
-        return con.execute("select run_key, step, gap as value from elo_gap where run_key in (select unnest($k)) "
-                           "order by run_key, step", {"k": run_keys}).pl()
-    return con.execute("select run_key, step, value from metrics where metric = $m and isfinite(value) "
-                       "and run_key in (select unnest($k)) order by run_key, step", {"k": run_keys, "m": metric}).pl()
+        return con.execute(
+            "select run_key, step, gap as value from elo_gap where run_key in (select unnest($k)) "
+            "order by run_key, step",
+            {"k": run_keys},
+        ).pl()
+    return con.execute(
+        "select run_key, step, value from metrics where metric = $m and isfinite(value) "
+        "and run_key in (select unnest($k)) order by run_key, step",
+        {"k": run_keys, "m": metric},
+    ).pl()
 
 
 def rank(frame: pl.DataFrame, higher_is_better: bool) -> pl.DataFrame:
@@ -129,8 +159,10 @@ def rank(frame: pl.DataFrame, higher_is_better: bool) -> pl.DataFrame:
         a, b = _bounds(row)
         return row["run_key"] == lead["run_key"] or (a <= hi and b >= lo)
 
-    return ordered.with_columns(pl.Series("rank", range(1, ordered.height + 1)),
-                                pl.Series("tied_with_best", [tied(r) for r in ordered.iter_rows(named=True)]))
+    return ordered.with_columns(
+        pl.Series("rank", range(1, ordered.height + 1)),
+        pl.Series("tied_with_best", [tied(r) for r in ordered.iter_rows(named=True)]),
+    )
 
 
 def _bounds(row: dict) -> tuple[float, float]:
@@ -149,7 +181,8 @@ def steps_to_target(curve: pl.DataFrame, ranked: pl.DataFrame, higher_is_better:
     best = float(ranked["score"][0])
     target = start + TARGET_SHARE * (best - start)
     rolled = curve.sort("run_key", "step").with_columns(
-        pl.col("value").rolling_mean(ROLLING, min_samples=1).over("run_key").alias("rolled"))
+        pl.col("value").rolling_mean(ROLLING, min_samples=1).over("run_key").alias("rolled")
+    )
     hit = rolled.filter(pl.col("rolled") >= target if higher_is_better else pl.col("rolled") <= target)
     first = dict(hit.group_by("run_key").agg(pl.col("step").min()).iter_rows())
     return {key: first.get(key) for key in ranked["run_key"]} | {"_target": target}
@@ -167,21 +200,33 @@ def effects(selection: Selection, ranked: pl.DataFrame, higher_is_better: bool) 
     for param, by_run in params.items():
         values = [by_run[k] for k in keys]
         numeric = all(sweep_stats.is_number(v) for v in values)
-        entry = {"param": param, "kind": "numeric" if numeric else "categorical", "spearman": None, "ci": None,
-                 "significant": False, "confounded_with": together[param]}
+        entry = {
+            "param": param,
+            "kind": "numeric" if numeric else "categorical",
+            "spearman": None,
+            "ci": None,
+            "significant": False,
+            "confounded_with": together[param],
+        }
         if numeric:
             x = np.asarray(values, float)
             entry["spearman"] = sweep_stats.spearman(x, y)
             entry["ci"] = sweep_stats.spearman_interval(x, y)
             entry["significant"] = bool(entry["ci"] and (entry["ci"][0] > 0 or entry["ci"][1] < 0))
-        lv = sweep_stats.levels([v if numeric else json.dumps(v, default=str) if isinstance(v, (list, dict)) else v
-                                 for v in values], y, numeric)
+        lv = sweep_stats.levels(
+            [v if numeric else json.dumps(v, default=str) if isinstance(v, (list, dict)) else v for v in values],
+            y,
+            numeric,
+        )
         if not numeric and len(lv) >= 2:  # categorical: a level whose interval clears every other's
             entry["significant"] = _separated(lv, higher_is_better)
         best = max(lv, key=lambda l: l["mean"] if higher_is_better else -l["mean"]) if lv else None
-        entry.update(levels=lv, best_value=best["value"] if best else None,
-                     peak=(sweep_stats.peak(lv, higher_is_better) or {}).get("value") if numeric else None,
-                     spread=(max(l["mean"] for l in lv) - min(l["mean"] for l in lv)) if lv else 0.0)
+        entry.update(
+            levels=lv,
+            best_value=best["value"] if best else None,
+            peak=(sweep_stats.peak(lv, higher_is_better) or {}).get("value") if numeric else None,
+            spread=(max(l["mean"] for l in lv) - min(l["mean"] for l in lv)) if lv else 0.0,
+        )
         out.append(entry)
     out.sort(key=lambda e: (-(e["significant"] and not e["confounded_with"]), -abs(e["spearman"] or 0), -e["spread"]))
     return out
@@ -202,8 +247,11 @@ def _separated(levels: list[dict], higher_is_better: bool) -> bool:
 def cost(con, run_keys: list[str]) -> tuple[str | None, dict[str, dict]]:
     """Each run's cost (tokens, trajectories, wall seconds, steps) and the measure a Pareto front uses: the first
     that every run has."""
-    rows = con.execute("select run_key, tokens, trajectories, wall_s, last_step from run_outcomes "
-                       "where run_key in (select unnest($k))", {"k": run_keys}).fetchall()
+    rows = con.execute(
+        "select run_key, tokens, trajectories, wall_s, last_step from run_outcomes "
+        "where run_key in (select unnest($k))",
+        {"k": run_keys},
+    ).fetchall()
     by_run = {k: {"tokens": t, "trajectories": tr, "wall_s": w, "steps": s} for k, t, tr, w, s in rows}
     for measure in ("tokens", "trajectories", "wall_s", "steps"):
         if all((by_run.get(k) or {}).get(measure) for k in run_keys):

@@ -35,8 +35,10 @@ def _finite(frame: pl.DataFrame, *columns: str) -> pl.DataFrame:
 def _interval(frame: pl.DataFrame, centre: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(error-bar lengths below and above `centre` as a (2, n) array, ci_low, ci_high); a missing bound: no bar."""
     mid, n = frame.get_column(centre).to_numpy(), frame.height
-    low, high = (frame.get_column(c).cast(pl.Float64).to_numpy() if c in frame.columns else np.full(n, np.nan)
-                 for c in ("ci_low", "ci_high"))
+    low, high = (
+        frame.get_column(c).cast(pl.Float64).to_numpy() if c in frame.columns else np.full(n, np.nan)
+        for c in ("ci_low", "ci_high")
+    )
     return np.nan_to_num(np.vstack([mid - low, high - mid]), nan=0.0).clip(0, None), low, high
 
 
@@ -61,13 +63,22 @@ def ranked_scores(runs: pl.DataFrame, metric: str, higher_is_better: bool, out: 
     for mask, colour in ((tied, PLAIN), (~tied, MUTED)):
         if mask.any():
             ax.errorbar(score[mask], y[mask], xerr=err[:, mask], fmt="o", color=colour, ms=4, capsize=2, lw=1)
-    handles = [Line2D([], [], color=PLAIN, marker="o", label="tied with the best (intervals overlap)"),
-               Line2D([], [], color=MUTED, marker="o", label="other runs")]
+    handles = [
+        Line2D([], [], color=PLAIN, marker="o", label="tied with the best (intervals overlap)"),
+        Line2D([], [], color=MUTED, marker="o", label="other runs"),
+    ]
     bound = low[0] if higher_is_better else high[0]
     if np.isfinite(bound):
         ax.axvline(bound, color=PLAIN, linestyle="--", linewidth=1)
-        handles.append(Line2D([], [], color=PLAIN, linestyle="--",
-                              label=f"best run's {'lower' if higher_is_better else 'upper'} CI bound"))
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color=PLAIN,
+                linestyle="--",
+                label=f"best run's {'lower' if higher_is_better else 'upper'} CI bound",
+            )
+        )
     names = [_short(r) for r in order.get_column("run").to_list()]
     ax.set_yticks(y, names, fontsize=8)
     ax.set_ylim(-0.6, n - 0.4)
@@ -99,8 +110,9 @@ def curves_title(title: str, n_runs: int, max_panels: int = MAX_CURVE_PANELS) ->
     return f"{title} (first {max_panels} of {n_runs} runs)" if n_runs > max_panels else title
 
 
-def curves(curves: pl.DataFrame, metric: str, out: Path, title: str, overlay: bool = False,
-           highlight: list[str] | None = None) -> Path | None:
+def curves(
+    curves: pl.DataFrame, metric: str, out: Path, title: str, overlay: bool = False, highlight: list[str] | None = None
+) -> Path | None:
     """One metric's curve per run: small multiples (shared axes, the first MAX_CURVE_PANELS runs) or all in one
     axes. Runs come in the frame's order of first appearance (pass them ranked to see the best first); the last row
     of a (run, step) pair wins; non-finite values are dropped; each curve is thinned to ~MAX_POINTS (see `thin`).
@@ -121,7 +133,7 @@ def curves(curves: pl.DataFrame, metric: str, out: Path, title: str, overlay: bo
     height = nrows * CURVE_PANEL_HEIGHT + 1.1
     chars = min(NAME_CHARS, PANEL_CHARS * CURVE_COLUMNS // ncols)  # what fits above a panel at 6 pt
     fig, grid = plt.subplots(nrows, ncols, figsize=(WIDTH, height), dpi=DPI, sharex=True, sharey=True, squeeze=False)
-    for i, extra in enumerate(list(grid.flat)[len(shown):]):  # the axes above an empty slot get the x ticks
+    for i, extra in enumerate(list(grid.flat)[len(shown) :]):  # the axes above an empty slot get the x ticks
         extra.remove()
         grid[nrows - 2, ncols - 1 - i].xaxis.set_tick_params(labelbottom=True)
     for run, ax in zip(shown, grid.flat):
@@ -149,8 +161,16 @@ def _overlay(series: dict, strong: set, metric: str, log: bool, out: Path, title
     colours = iter(_colours(len(series) if every else len(strong)))
     for i, (run, (steps, values)) in enumerate(series.items()):
         if every:
-            ax.plot(steps, values, color=next(colours), linestyle="-" if i < 10 else "--", label=_short(run),
-                    linewidth=2.2 if run in strong else 1.1, zorder=3 if run in strong else 2, **_markers(len(steps)))
+            ax.plot(
+                steps,
+                values,
+                color=next(colours),
+                linestyle="-" if i < 10 else "--",
+                label=_short(run),
+                linewidth=2.2 if run in strong else 1.1,
+                zorder=3 if run in strong else 2,
+                **_markers(len(steps)),
+            )
         elif run in strong:
             ax.plot(steps, values, color=next(colours), linewidth=1.8, zorder=3, label=_short(run))
         else:
@@ -161,14 +181,20 @@ def _overlay(series: dict, strong: set, metric: str, log: bool, out: Path, title
     ax.set_title(title, fontsize=11)
     ax.grid(alpha=0.3)
     if every or strong:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, title_fontsize=8,
-                  title="run" if every else f"highlighted (of {len(series)} runs)")
+        ax.legend(
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1),
+            fontsize=7,
+            title_fontsize=8,
+            title="run" if every else f"highlighted (of {len(series)} runs)",
+        )
     fig.subplots_adjust(left=0.08, right=0.7 if every or strong else 0.97, bottom=0.12, top=0.92)
     return _save(fig, out)
 
 
-def score_vs_param(points: pl.DataFrame, param: str, log_x: bool, levels: pl.DataFrame | None, out: Path,
-                   title: str) -> Path | None:
+def score_vs_param(
+    points: pl.DataFrame, param: str, log_x: bool, levels: pl.DataFrame | None, out: Path, title: str
+) -> Path | None:
     """Each run's score against its value of `param`, with the level means and their CIs when `levels` is given.
 
     A non-numeric `value` is categorical: one position per level (the order of `levels`, then the other values
@@ -179,13 +205,15 @@ def score_vs_param(points: pl.DataFrame, param: str, log_x: bool, levels: pl.Dat
         return None
     cat = not points.schema["value"].is_numeric()
     points = _finite(points, "score").filter(pl.col("value").is_not_null())
-    if levels is not None and (levels.is_empty() or (levels := _finite(levels, "mean").filter(
-            pl.col("value").is_not_null())).is_empty()):
+    if levels is not None and (
+        levels.is_empty() or (levels := _finite(levels, "mean").filter(pl.col("value").is_not_null())).is_empty()
+    ):
         levels = None
     if not cat:  # numeric: finite values, and positive ones on a log axis
         positive = pl.col("value") > 0 if log_x else pl.lit(True)
-        points, levels = (None if f is None else _finite(f, "value").filter(positive).sort("value")
-                          for f in (points, levels))
+        points, levels = (
+            None if f is None else _finite(f, "value").filter(positive).sort("value") for f in (points, levels)
+        )
     if points.is_empty():
         return None
     fig, ax = plt.subplots(figsize=(WIDTH, 4.5), dpi=DPI)
@@ -196,20 +224,41 @@ def score_vs_param(points: pl.DataFrame, param: str, log_x: bool, levels: pl.Dat
         x = np.array([where[str(v)] for v in points.get_column("value").to_list()], dtype=float)
         x += np.random.default_rng(0).uniform(-0.15, 0.15, len(x))
         tilt = len(names) > 6 or max(map(len, names)) > 12
-        ax.set_xticks(range(len(names)), [_short(n) for n in names], fontsize=8, rotation=30 if tilt else 0,
-                      ha="right" if tilt else "center")
+        ax.set_xticks(
+            range(len(names)),
+            [_short(n) for n in names],
+            fontsize=8,
+            rotation=30 if tilt else 0,
+            ha="right" if tilt else "center",
+        )
         ax.set_xlim(-0.6, len(names) - 0.4)
     else:
         x = points.get_column("value").to_numpy()
     ax.scatter(x, points.get_column("score").to_numpy(), s=18, color=MUTED, alpha=0.7, label="runs", zorder=2)
     if levels is not None and not levels.is_empty():
-        lx = (np.array([where[str(v)] for v in levels.get_column("value").to_list()], dtype=float) if cat
-              else levels.get_column("value").to_numpy())
+        lx = (
+            np.array([where[str(v)] for v in levels.get_column("value").to_list()], dtype=float)
+            if cat
+            else levels.get_column("value").to_numpy()
+        )
         mean, err = levels.get_column("mean").to_numpy(), _interval(levels, "mean")[0]
-        ax.errorbar(lx, mean, yerr=err, fmt="s" if cat else "s-", color=PLAIN, markersize=5, capsize=3,
-                    linewidth=1.2, label="level mean (CI)", zorder=3)
-        best = (levels.get_column("best").fill_null(False).to_numpy().astype(bool) if "best" in levels.columns
-                else np.arange(len(mean)) == np.argmax(mean))
+        ax.errorbar(
+            lx,
+            mean,
+            yerr=err,
+            fmt="s" if cat else "s-",
+            color=PLAIN,
+            markersize=5,
+            capsize=3,
+            linewidth=1.2,
+            label="level mean (CI)",
+            zorder=3,
+        )
+        best = (
+            levels.get_column("best").fill_null(False).to_numpy().astype(bool)
+            if "best" in levels.columns
+            else np.arange(len(mean)) == np.argmax(mean)
+        )
         if best.any():
             ax.plot(lx[best], mean[best], "*", color=STRONG, markersize=15, label="best level", zorder=4)
     if log_x and not cat:
@@ -230,8 +279,15 @@ def pareto(runs: pl.DataFrame, cost_label: str, higher_is_better: bool, out: Pat
     frame = frame.with_columns(pl.col("on_front").fill_null(False))
     front, rest = frame.filter(pl.col("on_front")).sort("cost"), frame.filter(~pl.col("on_front"))
     fig, ax = plt.subplots(figsize=(WIDTH, 5), dpi=DPI)
-    ax.scatter(rest.get_column("cost").to_numpy(), rest.get_column("score").to_numpy(), s=18, color=MUTED, alpha=0.7,
-               label="other runs", zorder=2)
+    ax.scatter(
+        rest.get_column("cost").to_numpy(),
+        rest.get_column("score").to_numpy(),
+        s=18,
+        color=MUTED,
+        alpha=0.7,
+        label="other runs",
+        zorder=2,
+    )
     if not front.is_empty():
         cost, score = front.get_column("cost").to_numpy(), front.get_column("score").to_numpy()
         ax.step(cost, score, where="post", color=STRONG, linewidth=1.2, zorder=3)

@@ -4,7 +4,6 @@ experiments — the JSON of `grpolens sweep --format json`, which the Markdown a
 from __future__ import annotations
 
 import json
-
 import math
 from pathlib import Path
 
@@ -15,25 +14,31 @@ from pipeline.report import sweep, sweep_stats
 
 # What a run's flags say about its configuration (the W&B GRPO report's vocabulary).
 DIAGNOSES = {
-    "too conservative (the policy barely moves)": ("too_conservative", "reward_plateau", "grad_norm_vanishing",
-                                                   "elo_base_model_not_declining"),
+    "too conservative (the policy barely moves)": (
+        "too_conservative",
+        "reward_plateau",
+        "grad_norm_vanishing",
+        "elo_base_model_not_declining",
+    ),
     "too aggressive (updates too large)": ("kl_spike", "kl_drift", "grad_norm_spike", "clip_fraction_high"),
     "insufficient exploration": ("entropy_collapse", "reward_zero_variance"),
-    "instability and collapse": ("loss_nonfinite", "response_length_collapse", "reward_collapse",
-                                 "elo_gap_shrinking"),
+    "instability and collapse": ("loss_nonfinite", "response_length_collapse", "reward_collapse", "elo_gap_shrinking"),
     "reward/metric mismatch": ("reward_hacking", "reward_component_dominant", "reward_component_dead"),
     "length limits": ("response_truncation", "response_length_growth"),
 }
 UGLY = ("instability and collapse",)
 
 
-def analyse(con, selection: sweep.Selection, metric: str | None = None, lower_is_better: bool = False,
-            compare: bool = False) -> dict:
+def analyse(
+    con, selection: sweep.Selection, metric: str | None = None, lower_is_better: bool = False, compare: bool = False
+) -> dict:
     runs = selection.runs
     keys = runs["run_key"].to_list()
     if len(keys) < 2:
-        raise sweep.SweepError(f"{selection.label} has one run ({runs['name'][0]}): a sweep needs two or more "
-                               f"(`grpolens report {runs['name'][0]}` reports on one run)")
+        raise sweep.SweepError(
+            f"{selection.label} has one run ({runs['name'][0]}): a sweep needs two or more "
+            f"(`grpolens report {runs['name'][0]}` reports on one run)"
+        )
     metric = sweep.choose_metric(con, keys, metric)
     higher = sweep.higher_is_better_for(metric, lower_is_better)
     scored = sweep.scores(con, keys, metric).filter(pl.col("score").is_not_null() & pl.col("score").is_finite())
@@ -54,30 +59,47 @@ def analyse(con, selection: sweep.Selection, metric: str | None = None, lower_is
     run_rows = []
     for row in ranked.iter_rows(named=True):
         key = row["run_key"]
-        run_rows.append({
-            "run": names[key], "run_key": key, "rank": row["rank"], "score": row["score"],
-            "ci": [_num(row["ci_low"]), _num(row["ci_high"])], "tied_with_best": row["tied_with_best"],
-            "config": {p["param"]: configs[key].get(p["param"]) for p in found_effects},
-            "cost": costs.get(key, {}), "flags": flags.get(key, []), "state": state.get(key),
-            "last_step": last_step.get(key), "tail_points": row["tail_points"],
-            "steps_to_target": speed.get(key),
-        })
+        run_rows.append(
+            {
+                "run": names[key],
+                "run_key": key,
+                "rank": row["rank"],
+                "score": row["score"],
+                "ci": [_num(row["ci_low"]), _num(row["ci_high"])],
+                "tied_with_best": row["tied_with_best"],
+                "config": {p["param"]: configs[key].get(p["param"]) for p in found_effects},
+                "cost": costs.get(key, {}),
+                "flags": flags.get(key, []),
+                "state": state.get(key),
+                "last_step": last_step.get(key),
+                "tail_points": row["tail_points"],
+                "steps_to_target": speed.get(key),
+            }
+        )
     pareto = []
     if measure:
         front = sweep_stats.pareto_front([r["score"] for r in run_rows], [r["cost"][measure] for r in run_rows], higher)
         pareto = [run_rows[i]["run"] for i in front]
     doc = {
-        "selection": selection.label, "metric": metric, "higher_is_better": higher, "runs": run_rows,
-        "effects": [_effect_json(e) for e in found_effects], "pareto": pareto, "pareto_cost": measure,
-        "power_law": _power_law(con, ranked_keys, names), "excluded": excluded,
+        "selection": selection.label,
+        "metric": metric,
+        "higher_is_better": higher,
+        "runs": run_rows,
+        "effects": [_effect_json(e) for e in found_effects],
+        "pareto": pareto,
+        "pareto_cost": measure,
+        "power_law": _power_law(con, ranked_keys, names),
+        "excluded": excluded,
         "target": {"value": speed.get("_target"), "share": sweep.TARGET_SHARE},
         "files": {"markdown": None, "plots": []},
     }
     if not found_effects:
         if not compare:
-            raise sweep.SweepError(f"nothing varies in the configs of {selection.label}'s {len(keys)} runs but seeds and "
-                                   "identifiers: they are repeats of one configuration (`grpolens compare RUN…` "
-                                   "ranks them anyway)")
+            raise sweep.SweepError(
+                f"nothing varies in the configs of {selection.label}'s {len(keys)} runs but seeds and "
+                "identifiers: they are repeats of one configuration (`grpolens compare RUN…` "
+                "ranks them anyway)"
+            )
         doc["note"] = "nothing varies in these runs' configs but seeds and identifiers: they are repeats"
     doc["power_law_summary"] = _compare_exponents(doc["power_law"])
     doc["good_bad_ugly"] = good_bad_ugly(doc)
@@ -90,25 +112,39 @@ def _num(value):
 
 
 def _effect_json(e: dict) -> dict:
-    return {"param": e["param"], "kind": e["kind"], "spearman": e["spearman"], "ci": e["ci"],
-            "significant": e["significant"], "levels": [{k: lv[k] for k in ("value", "label", "n", "mean", "ci")}
-                                                         for lv in e["levels"]],
-            "best_value": e["best_value"], "peak": e["peak"], "confounded_with": e["confounded_with"]}
+    return {
+        "param": e["param"],
+        "kind": e["kind"],
+        "spearman": e["spearman"],
+        "ci": e["ci"],
+        "significant": e["significant"],
+        "levels": [{k: lv[k] for k in ("value", "label", "n", "mean", "ci")} for lv in e["levels"]],
+        "best_value": e["best_value"],
+        "peak": e["peak"],
+        "confounded_with": e["confounded_with"],
+    }
 
 
 def _flags(con, keys: list[str]) -> dict[str, list[str]]:
-    rows = con.execute("select run_key, list(distinct check_name order by check_name) from anomalies "
-                       "where run_key in (select unnest($k)) and severity in ('warn', 'error') group by run_key",
-                       {"k": keys}).fetchall()
+    rows = con.execute(
+        "select run_key, list(distinct check_name order by check_name) from anomalies "
+        "where run_key in (select unnest($k)) and severity in ('warn', 'error') group by run_key",
+        {"k": keys},
+    ).fetchall()
     return dict(rows)
 
 
 def _power_law(con, keys: list[str], names: dict[str, str]) -> list[dict]:
-    rows = con.execute("""select run_key, compute_basis, performance_metric, exponent, exponent_ci_low,
+    rows = con.execute(
+        """select run_key, compute_basis, performance_metric, exponent, exponent_ci_low,
                                  exponent_ci_high, r_squared, n_points, missing_reason
-                          from power_law_fit where run_key in (select unnest($k))""", {"k": keys}).pl()
-    out = [{"run": names[r["run_key"]], **{k: v for k, v in r.items() if k != "run_key"}}
-           for r in rows.iter_rows(named=True)]
+                          from power_law_fit where run_key in (select unnest($k))""",
+        {"k": keys},
+    ).pl()
+    out = [
+        {"run": names[r["run_key"]], **{k: v for k, v in r.items() if k != "run_key"}}
+        for r in rows.iter_rows(named=True)
+    ]
     return sorted(out, key=lambda r: -(r["exponent"] if r["exponent"] is not None else -math.inf))
 
 
@@ -119,9 +155,15 @@ def _compare_exponents(fits: list[dict]) -> str | None:
         return None
     top, second = fitted[0], fitted[1]
     apart = top["exponent_ci_low"] > second["exponent_ci_high"]
-    return (f"steepest: {top['run']} (b = {top['exponent']:.3g}, 95% {top['exponent_ci_low']:.3g} to "
-            f"{top['exponent_ci_high']:.3g}); " + (f"above {second['run']}'s interval" if apart else
-                                                   f"not distinguishable from {second['run']} ({second['exponent']:.3g})"))
+    return (
+        f"steepest: {top['run']} (b = {top['exponent']:.3g}, 95% {top['exponent_ci_low']:.3g} to "
+        f"{top['exponent_ci_high']:.3g}); "
+        + (
+            f"above {second['run']}'s interval"
+            if apart
+            else f"not distinguishable from {second['run']} ({second['exponent']:.3g})"
+        )
+    )
 
 
 def _fmt(value) -> str:
@@ -131,8 +173,10 @@ def _fmt(value) -> str:
 def good_bad_ugly(doc: dict) -> dict:
     runs = doc["runs"]
     tied = [r for r in runs if r["tied_with_best"]]
-    good = [f"best: {runs[0]['run']} ({doc['metric']} {runs[0]['score']:.3g}"
-            + (f", 95% {runs[0]['ci'][0]:.3g} to {runs[0]['ci'][1]:.3g})" if runs[0]["ci"][0] is not None else ")")]
+    good = [
+        f"best: {runs[0]['run']} ({doc['metric']} {runs[0]['score']:.3g}"
+        + (f", 95% {runs[0]['ci'][0]:.3g} to {runs[0]['ci'][1]:.3g})" if runs[0]["ci"][0] is not None else ")")
+    ]
     if len(tied) > 1:
         good.append("tied with it (intervals overlap): " + ", ".join(r["run"] for r in tied[1:]))
     clean = [r["run"] for r in runs if not r["flags"]]
@@ -140,22 +184,26 @@ def good_bad_ugly(doc: dict) -> dict:
         good.append(f"no warn/error flags: {', '.join(clean)}")
     for e in doc["effects"]:
         if e["significant"] and not e["confounded_with"]:
-            good.append(f"{e['param']} matters: best at {_fmt(e['best_value'])}"
-                        + (f" (ρ = {e['spearman']:+.2f})" if e["spearman"] is not None else ""))
+            good.append(
+                f"{e['param']} matters: best at {_fmt(e['best_value'])}"
+                + (f" (ρ = {e['spearman']:+.2f})" if e["spearman"] is not None else "")
+            )
     bad, ugly = [], []
     for diagnosis, checks in DIAGNOSES.items():
         hit = [r for r in runs if set(r["flags"]) & set(checks)]
         if hit:
             line = f"{diagnosis}: " + ", ".join(
-                f"{r['run']} ({'; '.join(sorted(set(r['flags']) & set(checks)))})" for r in hit)
+                f"{r['run']} ({'; '.join(sorted(set(r['flags']) & set(checks)))})" for r in hit
+            )
             (ugly if diagnosis in UGLY else bad).append(line)
     for r in runs:
         if r["state"] in ("failed", "crashed", "killed"):
             ugly.append(f"{r['run']} {r['state']} at step {r['last_step']}")
     for e in doc["effects"]:
         if e["confounded_with"]:
-            bad.append(f"{e['param']} always moved with {', '.join(e['confounded_with'])}: their effects cannot be "
-                       "told apart")
+            bad.append(
+                f"{e['param']} always moved with {', '.join(e['confounded_with'])}: their effects cannot be told apart"
+            )
     return {"good": good, "bad": bad, "ugly": ugly}
 
 
@@ -204,31 +252,41 @@ def recommendations(doc: dict, effects: list[dict]) -> tuple[list[str], dict]:
         trend = e["significant"] or (_monotone(levels) and abs(e["spearman"] or 0) >= 0.8 and not no_effect)
         if e["peak"] is not None and not no_effect:
             low, high = _neighbours(levels, e["peak"])
-            out.append(f"Refine {e['param']} around its peak {_fmt(e['peak'])}: try {_fmt(_between(low, e['peak']))} "
-                       f"and {_fmt(_between(e['peak'], high))} (the levels next to it scored lower)")
+            out.append(
+                f"Refine {e['param']} around its peak {_fmt(e['peak'])}: try {_fmt(_between(low, e['peak']))} "
+                f"and {_fmt(_between(e['peak'], high))} (the levels next to it scored lower)"
+            )
             suggested[e["param"]] = e["peak"]
         elif trend:
             top = e["best_value"]
             if top in (levels[0]["value"], levels[-1]["value"]):
                 upward = top == levels[-1]["value"]
                 sure = "" if e["significant"] else "; the trend is monotone over the levels but not yet significant"
-                out.append(f"Extend {e['param']} past {_fmt(top)}, the {'highest' if upward else 'lowest'} value "
-                           f"tried and the best: try {_fmt(_beyond(levels, top, upward))}{sure}")
+                out.append(
+                    f"Extend {e['param']} past {_fmt(top)}, the {'highest' if upward else 'lowest'} value "
+                    f"tried and the best: try {_fmt(_beyond(levels, top, upward))}{sure}"
+                )
             if e["significant"]:
                 suggested[e["param"]] = top
         elif no_effect:
-            out.append(f"Stop sweeping {e['param']}: no effect found (ρ = "
-                       f"{_fmt(e['spearman']) if e['spearman'] is not None else 'n/a'}, levels within each other's "
-                       f"intervals); fix it (the best run used {_fmt(best['config'].get(e['param']))}) and spend "
-                       "the runs elsewhere")
+            out.append(
+                f"Stop sweeping {e['param']}: no effect found (ρ = "
+                f"{_fmt(e['spearman']) if e['spearman'] is not None else 'n/a'}, levels within each other's "
+                f"intervals); fix it (the best run used {_fmt(best['config'].get(e['param']))}) and spend "
+                "the runs elsewhere"
+            )
     tied = [r["run"] for r in doc["runs"] if r["tied_with_best"]]
     if len(tied) > 1:
-        out.append(f"Repeat the tied leaders ({', '.join(tied[:4])}) with 2–3 more seeds each: their intervals overlap, "
-                   "so the ranking among them is not settled")
+        out.append(
+            f"Repeat the tied leaders ({', '.join(tied[:4])}) with 2–3 more seeds each: their intervals overlap, "
+            "so the ranking among them is not settled"
+        )
     bad_lines = doc["good_bad_ugly"]["bad"] + doc["good_bad_ugly"]["ugly"]
     if any(line.startswith("too aggressive") for line in bad_lines):
-        out.append("For the runs flagged too aggressive: lower the learning rate or raise the KL penalty, keeping the "
-                   "best run's other settings")
+        out.append(
+            "For the runs flagged too aggressive: lower the learning rate or raise the KL penalty, keeping the "
+            "best run's other settings"
+        )
     if any(line.startswith("too conservative") for line in bad_lines):
         out.append("For the runs flagged too conservative: raise the learning rate or lower the KL penalty")
     if any(line.startswith("insufficient exploration") for line in bad_lines):
@@ -251,43 +309,94 @@ def plots(doc: dict, curve: pl.DataFrame, names: dict[str, str], out_dir: Path, 
     from pipeline.report import sweep_plots
 
     metric, higher = doc["metric"], doc["higher_is_better"]
-    runs = pl.DataFrame({"run": [r["run"] for r in doc["runs"]], "score": [r["score"] for r in doc["runs"]],
-                         "ci_low": [r["ci"][0] for r in doc["runs"]], "ci_high": [r["ci"][1] for r in doc["runs"]],
-                         "tied_with_best": [r["tied_with_best"] for r in doc["runs"]]})
+    runs = pl.DataFrame(
+        {
+            "run": [r["run"] for r in doc["runs"]],
+            "score": [r["score"] for r in doc["runs"]],
+            "ci_low": [r["ci"][0] for r in doc["runs"]],
+            "ci_high": [r["ci"][1] for r in doc["runs"]],
+            "tied_with_best": [r["tied_with_best"] for r in doc["runs"]],
+        }
+    )
     drawn = [sweep_plots.ranked_scores(runs, metric, higher, out_dir / "ranking.png", f"{doc['selection']}: {metric}")]
     lines = curve.with_columns(pl.col("run_key").replace_strict(names, default=None).alias("run"))
     top = [r["run"] for r in doc["runs"] if r["tied_with_best"]]
-    drawn.append(sweep_plots.curves(lines.select("run", "step", "value"), metric, out_dir / "curves.png",
-                                    f"{doc['selection']}: {metric} per run", overlay=overlay, highlight=top))
+    drawn.append(
+        sweep_plots.curves(
+            lines.select("run", "step", "value"),
+            metric,
+            out_dir / "curves.png",
+            f"{doc['selection']}: {metric} per run",
+            overlay=overlay,
+            highlight=top,
+        )
+    )
     for e in doc["effects"][:4]:
+
         def shown(value, kind=e["kind"]):
             return value if kind == "numeric" else _level_text(value)
 
-        points = pl.DataFrame({"value": [shown(r["config"].get(e["param"])) for r in doc["runs"]],
-                               "score": [r["score"] for r in doc["runs"]], "run": [r["run"] for r in doc["runs"]]},
-                              strict=False)
-        levels = pl.DataFrame([{"value": shown(lv["value"]), "mean": lv["mean"], "ci_low": (lv["ci"] or [None, None])[0],
-                                "ci_high": (lv["ci"] or [None, None])[1], "best": lv["value"] == e["best_value"]}
-                               for lv in e["levels"]], strict=False)
+        points = pl.DataFrame(
+            {
+                "value": [shown(r["config"].get(e["param"])) for r in doc["runs"]],
+                "score": [r["score"] for r in doc["runs"]],
+                "run": [r["run"] for r in doc["runs"]],
+            },
+            strict=False,
+        )
+        levels = pl.DataFrame(
+            [
+                {
+                    "value": shown(lv["value"]),
+                    "mean": lv["mean"],
+                    "ci_low": (lv["ci"] or [None, None])[0],
+                    "ci_high": (lv["ci"] or [None, None])[1],
+                    "best": lv["value"] == e["best_value"],
+                }
+                for lv in e["levels"]
+            ],
+            strict=False,
+        )
         numbers = [lv["value"] for lv in e["levels"] if isinstance(lv["value"], (int, float))]
         log_x = e["kind"] == "numeric" and bool(numbers) and min(numbers) > 0 and max(numbers) / min(numbers) >= 10
         safe = "".join(c if c.isalnum() else "_" for c in e["param"])[:60]
-        drawn.append(sweep_plots.score_vs_param(points, e["param"], log_x, levels, out_dir / f"effect_{safe}.png",
-                                                f"{metric} vs {e['param']}"))
+        drawn.append(
+            sweep_plots.score_vs_param(
+                points, e["param"], log_x, levels, out_dir / f"effect_{safe}.png", f"{metric} vs {e['param']}"
+            )
+        )
     if doc["pareto_cost"]:
-        frame = pl.DataFrame({"run": [r["run"] for r in doc["runs"]], "score": [r["score"] for r in doc["runs"]],
-                              "cost": [float(r["cost"][doc["pareto_cost"]]) for r in doc["runs"]],
-                              "on_front": [r["run"] in doc["pareto"] for r in doc["runs"]]})
-        drawn.append(sweep_plots.pareto(frame, doc["pareto_cost"], higher, out_dir / "pareto.png",
-                                        f"{doc['selection']}: {metric} vs {doc['pareto_cost']}"))
+        frame = pl.DataFrame(
+            {
+                "run": [r["run"] for r in doc["runs"]],
+                "score": [r["score"] for r in doc["runs"]],
+                "cost": [float(r["cost"][doc["pareto_cost"]]) for r in doc["runs"]],
+                "on_front": [r["run"] in doc["pareto"] for r in doc["runs"]],
+            }
+        )
+        drawn.append(
+            sweep_plots.pareto(
+                frame,
+                doc["pareto_cost"],
+                higher,
+                out_dir / "pareto.png",
+                f"{doc['selection']}: {metric} vs {doc['pareto_cost']}",
+            )
+        )
     return [p for p in drawn if p is not None]
 
 
 SWEEPS_FOLDER = "_sweeps"  # under the reports folder; no run's folder can start with "_" (run_report.folder_name)
 
 
-def build(con, selection: sweep.Selection, metric: str | None = None, lower_is_better: bool = False,
-          out_dir: Path | None = None, compare: bool = False) -> dict:
+def build(
+    con,
+    selection: sweep.Selection,
+    metric: str | None = None,
+    lower_is_better: bool = False,
+    out_dir: Path | None = None,
+    compare: bool = False,
+) -> dict:
     """The sweep document; with ``out_dir`` also its Markdown, JSON and plots there. ``compare``: an explicit
     list of runs (curves overlaid; repeats of one configuration are still ranked)."""
     import json

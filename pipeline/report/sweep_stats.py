@@ -20,7 +20,9 @@ NOT_HYPERPARAMETERS = re.compile(
     r"(^|[._/])(seed|.*_seed|run_?id|run_?name|name|id|index|.*_index|idx|.*_idx|trial.*|wandb.*|project|entity|group|tags?|notes?|job_type|"
     r"output_?dir|.*_dir|dir|logging_dir|hub_model_id|report_to|resume.*|timestamp|date|time|host.*|"
     r"port|device.*|local_rank|world_size|node.*|num_workers|dataloader.*|save_.*|logging_.*|eval_steps|"
-    r"push_to_hub.*|overwrite.*)$", re.IGNORECASE)
+    r"push_to_hub.*|overwrite.*)$",
+    re.IGNORECASE,
+)
 
 
 def ranks(values: np.ndarray) -> np.ndarray:
@@ -120,7 +122,11 @@ def varying(configs: dict[str, dict]) -> dict[str, dict]:
 
 
 def json_key(value) -> str:
-    return repr(value) if not isinstance(value, (list, dict)) else str(sorted(value.items()) if isinstance(value, dict) else value)
+    return (
+        repr(value)
+        if not isinstance(value, (list, dict))
+        else str(sorted(value.items()) if isinstance(value, dict) else value)
+    )
 
 
 def confounded(params: dict[str, dict], runs: list[str]) -> dict[str, list[str]]:
@@ -155,8 +161,11 @@ def pareto_front(scores: list[float], costs: list[float], higher_is_better: bool
     front = []
     for i, (s, c) in enumerate(zip(scores, costs)):
         better = (lambda a, b: a > b) if higher_is_better else (lambda a, b: a < b)
-        dominated = any((better(s2, s) and c2 <= c) or (s2 == s and c2 < c)
-                        for j, (s2, c2) in enumerate(zip(scores, costs)) if j != i)
+        dominated = any(
+            (better(s2, s) and c2 <= c) or (s2 == s and c2 < c)
+            for j, (s2, c2) in enumerate(zip(scores, costs))
+            if j != i
+        )
         if not dominated:
             front.append(i)
     return front

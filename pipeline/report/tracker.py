@@ -20,8 +20,12 @@ def entry(doc: dict, report_path: str | None, tracker: Path) -> str:
     start, end = _markers(doc["run_key"])
     root = doc["root_cause"]
     link = os.path.relpath(report_path, tracker.resolve().parent) if report_path else None
-    lines = [start, f"### {doc['run']} — {doc['verdict']}", "",
-             f"- run `{doc['run_key']}`, last step {state.get('last_step')}, state {state.get('state')}"]
+    lines = [
+        start,
+        f"### {doc['run']} — {doc['verdict']}",
+        "",
+        f"- run `{doc['run_key']}`, last step {state.get('last_step')}, state {state.get('state')}",
+    ]
     if state.get("hyperparameters"):
         lines.append("- config: " + ", ".join(f"{k}={v}" for k, v in list(state["hyperparameters"].items())[:8]))
     lines.append(f"- root cause: `{root['check']}` from step {root['step']}" if root else "- root cause: none")

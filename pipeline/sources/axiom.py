@@ -67,6 +67,7 @@ _DATASET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 # ------------------------------------------------------------------------------------------------------ client
 
+
 @dataclass
 class RetryPolicy:
     """How hard the client tries. Tests make every number small and ``sleep`` a recorder."""
@@ -121,8 +122,14 @@ class Table:
 
 
 class AxiomClient:
-    def __init__(self, url: str, token: str, org_id: str | None = None, policy: RetryPolicy | None = None,
-                 client: httpx.Client | None = None):
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        org_id: str | None = None,
+        policy: RetryPolicy | None = None,
+        client: httpx.Client | None = None,
+    ):
         self.url = url.rstrip("/")
         self._token = token
         self.org_id = org_id or None
@@ -150,8 +157,12 @@ class AxiomClient:
         return redact_text(text)
 
     def _headers(self) -> dict[str, str]:
-        headers = {"Authorization": f"Bearer {self._token}", "Content-Type": "application/json",
-                   "Accept": "application/json", "User-Agent": USER_AGENT}
+        headers = {
+            "Authorization": f"Bearer {self._token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": USER_AGENT,
+        }
         if self.org_id:
             headers["X-Axiom-Org-Id"] = self.org_id
         return headers
@@ -174,8 +185,13 @@ class AxiomClient:
             self.requests += 1
             wait: float | None = None
             try:
-                response = self._client.post(f"{self.url}/v1/datasets/_apl", params={"format": "tabular"},
-                                             json=body, headers=self._headers(), timeout=p.timeout_s)
+                response = self._client.post(
+                    f"{self.url}/v1/datasets/_apl",
+                    params={"format": "tabular"},
+                    json=body,
+                    headers=self._headers(),
+                    timeout=p.timeout_s,
+                )
             except httpx.TimeoutException:
                 last = f"no answer within {p.timeout_s:g}s"
             except httpx.TransportError as exc:
@@ -186,8 +202,11 @@ class AxiomClient:
                     return response
                 message = self._message(response)
                 if status in (401, 403):
-                    what = ("the token was refused (401 Unauthorized)" if status == 401 else
-                            "the token was refused (403 Forbidden: no access to this dataset or organisation)")
+                    what = (
+                        "the token was refused (401 Unauthorized)"
+                        if status == 401
+                        else "the token was refused (403 Forbidden: no access to this dataset or organisation)"
+                    )
                     hint = "" if self.org_id else "; a personal token also needs AXIOM_ORG_ID"
                     raise TokenRefused(self.scrub(f"{what}: {message}; check AXIOM_TOKEN{hint}"))
                 if status == 429:
@@ -203,8 +222,12 @@ class AxiomClient:
                 wait = min(backoff, p.max_backoff_s) * (1 + p.jitter * (2 * random.random() - 1))
                 backoff *= 2
             if waited + wait > p.max_total_wait_s:
-                raise GaveUp(self.scrub(f"{last}; gave up after {attempt} attempts "
-                                        f"(the next wait of {wait:.1f}s would pass the {p.max_total_wait_s:g}s budget)"))
+                raise GaveUp(
+                    self.scrub(
+                        f"{last}; gave up after {attempt} attempts "
+                        f"(the next wait of {wait:.1f}s would pass the {p.max_total_wait_s:g}s budget)"
+                    )
+                )
             p.sleep(wait)
             waited += wait
             self.waited_s += wait
@@ -273,7 +296,9 @@ class AxiomClient:
         if not isinstance(table, dict):
             raise bad("tables[0] is not an object")
         fields, columns = table.get("fields"), table.get("columns")
-        if not isinstance(fields, list) or not all(isinstance(f, dict) and isinstance(f.get("name"), str) for f in fields):
+        if not isinstance(fields, list) or not all(
+            isinstance(f, dict) and isinstance(f.get("name"), str) for f in fields
+        ):
             raise bad("tables[0].fields is not a list of {name, type}")
         if columns is None or columns == []:
             return Table([f["name"] for f in fields], [], status)
@@ -289,6 +314,7 @@ class AxiomClient:
 
 # ------------------------------------------------------------------------------------------------------ ingest
 
+
 @dataclass
 class AxiomReport(IngestReport):
     datasets: list[str] = field(default_factory=list)
@@ -299,12 +325,16 @@ class AxiomReport(IngestReport):
     waited_s: float = 0.0
 
     def lines(self) -> list[str]:
-        out = [f"axiom: {len(self.datasets)} datasets, {self.requests} queries, {self.received} events received, "
-               f"{self.events} new, {self.known} already in the lake in {self.seconds:.2f}s"
-               + (f" ({self.waited_s:.1f}s waiting on rate limits/retries)" if self.waited_s >= 0.05 else "")]
+        out = [
+            f"axiom: {len(self.datasets)} datasets, {self.requests} queries, {self.received} events received, "
+            f"{self.events} new, {self.known} already in the lake in {self.seconds:.2f}s"
+            + (f" ({self.waited_s:.1f}s waiting on rate limits/retries)" if self.waited_s >= 0.05 else "")
+        ]
         out += [f"  note: {n}" for n in self.notes]
-        out += [f"  {'skipped' if i.kind == 'bad_event' else 'failed'}: {i.path}: {i.kind}: {i.message}"
-                for i in self.issues]
+        out += [
+            f"  {'skipped' if i.kind == 'bad_event' else 'failed'}: {i.path}: {i.kind}: {i.message}"
+            for i in self.issues
+        ]
         return out
 
 
@@ -329,14 +359,21 @@ class Cursor:
     def load(cls, data: dict | None) -> Cursor:
         if not data:
             return cls()
-        return cls(time_ns=data.get("time_ns"), recent={i: t for t, i in data.get("recent", [])},
-                   events=int(data.get("events", 0)))
+        return cls(
+            time_ns=data.get("time_ns"),
+            recent={i: t for t, i in data.get("recent", [])},
+            events=int(data.get("events", 0)),
+        )
 
     def dump(self) -> dict:
         recent = sorted(((t, i) for i, t in self.recent.items()))
-        return {"time": format_time_ns(self.time_ns) if self.time_ns is not None else None, "time_ns": self.time_ns,
-                "boundary_ids": [i for t, i in recent if t == self.time_ns], "recent": [[t, i] for t, i in recent],
-                "events": self.events}
+        return {
+            "time": format_time_ns(self.time_ns) if self.time_ns is not None else None,
+            "time_ns": self.time_ns,
+            "boundary_ids": [i for t, i in recent if t == self.time_ns],
+            "recent": [[t, i] for t, i in recent],
+            "events": self.events,
+        }
 
 
 def _env_datasets() -> list[str]:
@@ -344,9 +381,19 @@ def _env_datasets() -> list[str]:
 
 
 class AxiomIngest:
-    def __init__(self, lake_root: Path, datasets: Iterable[str] | None, progress: Callable[[str], None] | None,
-                 client: AxiomClient, overlap_s: float = 300, page_size: int = 10_000, max_page_size: int = 200_000,
-                 checkpoint_rows: int = 1_000_000, now_ns: int | None = None, use_row_ids: bool = True):
+    def __init__(
+        self,
+        lake_root: Path,
+        datasets: Iterable[str] | None,
+        progress: Callable[[str], None] | None,
+        client: AxiomClient,
+        overlap_s: float = 300,
+        page_size: int = 10_000,
+        max_page_size: int = 200_000,
+        checkpoint_rows: int = 1_000_000,
+        now_ns: int | None = None,
+        use_row_ids: bool = True,
+    ):
         self.lake_root = Path(lake_root)
         self.use_row_ids = use_row_ids
         self.datasets = list(datasets) if datasets else _env_datasets()
@@ -436,8 +483,10 @@ class AxiomIngest:
         batch = EventBatch()
         try:
             while True:
-                apl = (f"['{dataset}'] | where _time >= datetime({format_time_ns(lower)}) and "
-                       f"_time < datetime({format_time_ns(end_ns)}) | sort by _time asc | limit {limit}")
+                apl = (
+                    f"['{dataset}'] | where _time >= datetime({format_time_ns(lower)}) and "
+                    f"_time < datetime({format_time_ns(end_ns)}) | sort by _time asc | limit {limit}"
+                )
                 table = self.client.query(apl, format_time_ns(lower), format_time_ns(end_ns))
                 rows = len(table)
                 self.report.received += rows
@@ -447,8 +496,10 @@ class AxiomIngest:
                     break
                 if page_max == lower:  # one instant fills the page: ask for it whole
                     if limit >= self.max_page_size:
-                        raise QueryRejected(f"more than {limit} events at {format_time_ns(lower)}; "
-                                            "raise max_page_size to read past them")
+                        raise QueryRejected(
+                            f"more than {limit} events at {format_time_ns(lower)}; "
+                            "raise max_page_size to read past them"
+                        )
                     limit = min(limit * 2, self.max_page_size)
                     continue
                 limit = self.page_size
@@ -478,8 +529,13 @@ class AxiomIngest:
             try:
                 row = event_row(flat, time_ns)
             except Exception as exc:  # one event no reader anticipated: skipped and said; the walk goes on
-                issue = FileIssue(f"axiom:{dataset}", 0, 0, "bad_event",
-                                  f"event at {format_time_ns(time_ns)} not usable: {type(exc).__name__}: {exc}")
+                issue = FileIssue(
+                    f"axiom:{dataset}",
+                    0,
+                    0,
+                    "bad_event",
+                    f"event at {format_time_ns(time_ns)} not usable: {type(exc).__name__}: {exc}",
+                )
                 self.report.issues.append(issue)
                 self.pending_issues.append(issue)
                 continue
@@ -506,10 +562,22 @@ class AxiomIngest:
             self._commit()
 
 
-def ingest(lake_root: Path, datasets: Iterable[str] | None = None, progress: Callable[[str], None] | None = None, *,
-           url: str | None = None, token: str | None = None, org_id: str | None = None, overlap_s: float = 300,
-           page_size: int = 10_000, client: httpx.Client | None = None, policy: RetryPolicy | None = None,
-           max_page_size: int = 200_000, checkpoint_rows: int = 1_000_000, use_row_ids: bool = True) -> AxiomReport:
+def ingest(
+    lake_root: Path,
+    datasets: Iterable[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+    *,
+    url: str | None = None,
+    token: str | None = None,
+    org_id: str | None = None,
+    overlap_s: float = 300,
+    page_size: int = 10_000,
+    client: httpx.Client | None = None,
+    policy: RetryPolicy | None = None,
+    max_page_size: int = 200_000,
+    checkpoint_rows: int = 1_000_000,
+    use_row_ids: bool = True,
+) -> AxiomReport:
     """Read each dataset's new events into lake/events/source=axiom. Unset arguments come from the environment:
     ``AXIOM_URL`` (default https://api.axiom.co), ``AXIOM_TOKEN``, ``AXIOM_ORG_ID``, ``GRPOLENS_AXIOM_DATASETS``.
 
@@ -524,5 +592,14 @@ def ingest(lake_root: Path, datasets: Iterable[str] | None = None, progress: Cal
     url = url or os.environ.get("AXIOM_URL") or DEFAULT_URL
     org_id = org_id or os.environ.get("AXIOM_ORG_ID") or None
     with AxiomClient(url, token, org_id, policy, client) as axiom:
-        return AxiomIngest(lake_root, datasets, progress, axiom, overlap_s, page_size, max_page_size,
-                           checkpoint_rows, use_row_ids=use_row_ids).run()
+        return AxiomIngest(
+            lake_root,
+            datasets,
+            progress,
+            axiom,
+            overlap_s,
+            page_size,
+            max_page_size,
+            checkpoint_rows,
+            use_row_ids=use_row_ids,
+        ).run()

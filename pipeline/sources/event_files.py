@@ -52,9 +52,9 @@ import pyarrow as pa
 
 from pipeline import lake
 from pipeline.secrets import CLEAN_TEXT, PLAIN_NAMES, REDACTED, is_secret_name, redact, redact_text
-from pipeline.sources.trainer_logs import complete_lines
 from pipeline.sources import files
 from pipeline.sources.files import FileIssue, failed_file
+from pipeline.sources.trainer_logs import complete_lines
 from pipeline.sources.wandb_offline import IngestReport
 from pipeline.values import TIME_US_MAX, TIME_US_MIN, finite, loads_checked
 
@@ -234,8 +234,15 @@ def event_row(flat: dict, time_ns: int) -> tuple:
         if any(type(c) is float for c in columns):
             columns = tuple(_canonical(c) for c in columns)
         event_id = _content_id(time_ns, columns, fields)
-    return (time_ns // 1000, _text(columns[0]), _text(columns[1]), _text(columns[2]), _text(columns[3]), fields,
-            event_id)
+    return (
+        time_ns // 1000,
+        _text(columns[0]),
+        _text(columns[1]),
+        _text(columns[2]),
+        _text(columns[3]),
+        fields,
+        event_id,
+    )
 
 
 _NOT_IN_FIELDS = SYSTEM_FIELDS | frozenset(COLUMN_FIELDS)
@@ -280,14 +287,17 @@ def configured_datasets(datasets: Iterable[str] | None = None) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------------- ingest
 
+
 @dataclass
 class EventFilesReport(IngestReport):
     events: int = 0
     bad_lines: int = 0
 
     def lines(self) -> list[str]:
-        out = [f"event files: {self.files_seen} files, {self.files_read} read, {self.records} lines, "
-               f"{self.events} events, {self.bad_lines} bad lines skipped in {self.seconds:.2f}s"]
+        out = [
+            f"event files: {self.files_seen} files, {self.files_read} read, {self.records} lines, "
+            f"{self.events} events, {self.bad_lines} bad lines skipped in {self.seconds:.2f}s"
+        ]
         out += [f"  note: {n}" for n in self.notes]
         out += [f"  skipped: {i.path} @ byte {i.offset}: {i.kind}: {i.message}" for i in self.issues]
         return out
@@ -303,7 +313,9 @@ def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None) -> l
             found.add(os.path.realpath(root))
             continue
         for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-            dirnames[:] = [d for d in dirnames if not d.startswith(".") and not os.path.islink(os.path.join(dirpath, d))]
+            dirnames[:] = [
+                d for d in dirnames if not d.startswith(".") and not os.path.islink(os.path.join(dirpath, d))
+            ]
             for name in filenames:
                 full = os.path.join(dirpath, name)
                 if name.lower().endswith(SUFFIXES) and not name.startswith(".") and files.regular(full, skipped):
@@ -330,8 +342,14 @@ def dataset_for(path: Path, datasets: list[str]) -> str:
 
 
 class EventFileIngest:
-    def __init__(self, lake_root: Path, roots: Iterable[Path], progress: Callable[[str], None] | None = None,
-                 datasets: Iterable[str] | None = None, batch_rows: int = 50_000):
+    def __init__(
+        self,
+        lake_root: Path,
+        roots: Iterable[Path],
+        progress: Callable[[str], None] | None = None,
+        datasets: Iterable[str] | None = None,
+        batch_rows: int = 50_000,
+    ):
         self.lake_root = Path(lake_root)
         self.roots = [Path(r) for r in roots]
         self.progress = progress or (lambda _msg: None)
@@ -379,8 +397,17 @@ class EventFileIngest:
         report.seconds = time.perf_counter() - started
         return report
 
-    def _read(self, path: Path, size: int, mtime_ns: int, cursor: dict | None, ingest_id: int, batch: EventBatch,
-              writer: lake.PartWriter, report: EventFilesReport) -> dict | None:
+    def _read(
+        self,
+        path: Path,
+        size: int,
+        mtime_ns: int,
+        cursor: dict | None,
+        ingest_id: int,
+        batch: EventBatch,
+        writer: lake.PartWriter,
+        report: EventFilesReport,
+    ) -> dict | None:
         cursor = dict(cursor) if cursor else {"offset": 0, "size": 0, "events": 0, "bad_lines": 0}
         if size < cursor["size"]:
             report.notes.append(f"{path} shrank from {cursor['size']} to {size} bytes; reading it again from the start")
@@ -391,8 +418,10 @@ class EventFileIngest:
         try:
             with open(path, "rb") as fh:
                 if cursor["offset"] and files.rewritten(fh, cursor):
-                    report.notes.append(f"{path}: the lines already read have changed (file rewritten); reading it "
-                                        "again from the start (events already in the lake count once)")
+                    report.notes.append(
+                        f"{path}: the lines already read have changed (file rewritten); reading it "
+                        "again from the start (events already in the lake count once)"
+                    )
                     cursor.update(offset=0, events=0, bad_lines=0)
                     end = 0
                 for offset, raw in complete_lines(fh, cursor["offset"], size):
@@ -412,8 +441,12 @@ class EventFileIngest:
                             time_ns = parse_time_ns(obj.get("_time"))
                             if time_ns is None:
                                 shown = redact_text(repr(obj.get("_time")))[:40]  # redacted before it is cut
-                                problem = ("no_time", "no _time" if "_time" not in obj else
-                                           f"_time {shown} is not a time (RFC 3339, or epoch s/ms/us/ns; years 1-9999)")
+                                problem = (
+                                    "no_time",
+                                    "no _time"
+                                    if "_time" not in obj
+                                    else f"_time {shown} is not a time (RFC 3339, or epoch s/ms/us/ns; years 1-9999)",
+                                )
                             else:
                                 try:
                                     row = event_row(flatten(obj), time_ns)
@@ -435,19 +468,36 @@ class EventFileIngest:
             report.issues.append(FileIssue(str(path), end, 0, "unreadable", str(exc)))
             return None
         if bad_here > DETAILED_BAD_LINES:
-            report.issues.append(FileIssue(str(path), first_bad, 0, "bad_line",
-                                           f"{bad_here - DETAILED_BAD_LINES} more bad lines from this offset on"))
+            report.issues.append(
+                FileIssue(
+                    str(path),
+                    first_bad,
+                    0,
+                    "bad_line",
+                    f"{bad_here - DETAILED_BAD_LINES} more bad lines from this offset on",
+                )
+            )
         report.bad_lines += bad_here
         report.files_read += 1
         if end < size:
-            report.notes.append(f"{path}: last {size - end} bytes are an incomplete line (still being written?); "
-                                "read up to the last complete one")
-        cursor.update(offset=end, size=size, mtime_ns=mtime_ns, dataset=dataset, bad_lines=cursor["bad_lines"] + bad_here)
+            report.notes.append(
+                f"{path}: last {size - end} bytes are an incomplete line (still being written?); "
+                "read up to the last complete one"
+            )
+        cursor.update(
+            offset=end, size=size, mtime_ns=mtime_ns, dataset=dataset, bad_lines=cursor["bad_lines"] + bad_here
+        )
         return cursor
 
 
-def ingest(lake_root: Path, roots: Iterable[Path], progress: Callable[[str], None] | None = None, *,
-           datasets: Iterable[str] | None = None, batch_rows: int = 50_000) -> EventFilesReport:
+def ingest(
+    lake_root: Path,
+    roots: Iterable[Path],
+    progress: Callable[[str], None] | None = None,
+    *,
+    datasets: Iterable[str] | None = None,
+    batch_rows: int = 50_000,
+) -> EventFilesReport:
     """Read what was appended to the event files since the last ingest. ``datasets``: the configured dataset
     names (default ``GRPOLENS_AXIOM_DATASETS``) that decide each file's dataset."""
     return EventFileIngest(lake_root, roots, progress, datasets, batch_rows).run()

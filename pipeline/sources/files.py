@@ -16,9 +16,10 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterable
+from typing import BinaryIO
 
 BLOCK = 4096  # bytes hashed at the head of a file and before its cursor
 
@@ -47,8 +48,14 @@ class FileIssue:
 def failed_file(path: Path | str, exc: Exception) -> FileIssue:
     """A file whose reading failed in a way no reader anticipated: reported, the other files go on, and it is
     read again next time (its cursor does not move)."""
-    return FileIssue(str(path), 0, 0, "failed", f"could not be read: {type(exc).__name__}: {exc}; "
-                                                "the other files were ingested, this one is tried again next time")
+    return FileIssue(
+        str(path),
+        0,
+        0,
+        "failed",
+        f"could not be read: {type(exc).__name__}: {exc}; "
+        "the other files were ingested, this one is tried again next time",
+    )
 
 
 def root_issues(roots: Iterable[Path], variable: str) -> list[FileIssue]:
@@ -64,8 +71,15 @@ def root_issues(roots: Iterable[Path], variable: str) -> list[FileIssue]:
             issues.append(FileIssue(str(root), 0, 0, "bad_root", f"{variable} names {root}: {exc.strerror}"))
             continue
         if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
-            issues.append(FileIssue(str(root), 0, 0, "not_regular",
-                                    f"{variable} names {root}, a {_kind(mode)}, not a folder or a regular file"))
+            issues.append(
+                FileIssue(
+                    str(root),
+                    0,
+                    0,
+                    "not_regular",
+                    f"{variable} names {root}, a {_kind(mode)}, not a folder or a regular file",
+                )
+            )
     return issues
 
 
@@ -84,8 +98,14 @@ def regular(path: Path | str, skipped: list[FileIssue] | None = None) -> bool:
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "FIFO"), (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"),
-                       (stat.S_ISBLK, "block device"), (stat.S_ISDIR, "folder"), (stat.S_ISLNK, "symlink")):
+    for test, name in (
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISDIR, "folder"),
+        (stat.S_ISLNK, "symlink"),
+    ):
         if test(mode):
             return name
     return "special file"

@@ -61,13 +61,23 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import lake
+from pipeline.secrets import redact, redact_name, redact_text
 from pipeline.sources import files
 from pipeline.sources.files import FileIssue, failed_file
 from pipeline.sources.wandb_offline import IngestReport
-from pipeline.secrets import redact, redact_name, redact_text
 from pipeline.sources.wandb_records import redact_secrets
-from pipeline.values import MAX_DEPTH, depth, finite, is_int64, json_text, loads_checked, logged_json, \
-    may_hold_surrogates, time_us, without_surrogates
+from pipeline.values import (
+    MAX_DEPTH,
+    depth,
+    finite,
+    is_int64,
+    json_text,
+    loads_checked,
+    logged_json,
+    may_hold_surrogates,
+    time_us,
+    without_surrogates,
+)
 
 SOURCE = "trainer_log"
 ENTITY = "local"
@@ -77,8 +87,21 @@ STEP_FIELDS = ("step", "global_step", "_step", "train/global_step")
 CONSOLE_SUFFIXES = (".log", ".txt", ".out")  # .out: what SLURM captures of a job's stdout
 CONSOLE_CUT = 4096  # W&B's console capture cuts lines at this many characters
 # A log with one of these stems is named after its folder; any other stem names the run itself.
-GENERIC_STEMS = {"output", "stdout", "stderr", "console", "log", "logs", "train", "training", "metrics", "history",
-                 "events", "progress", "run"}
+GENERIC_STEMS = {
+    "output",
+    "stdout",
+    "stderr",
+    "console",
+    "log",
+    "logs",
+    "train",
+    "training",
+    "metrics",
+    "history",
+    "events",
+    "progress",
+    "run",
+}
 # Text files that are never logs (tokenizer files inside checkpoints, package lists).
 NOT_LOGS = {"requirements.txt", "merges.txt", "vocab.txt", "license.txt", "notice.txt", "readme.txt"}
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
@@ -94,14 +117,19 @@ class TrainerLogReport(IngestReport):
     """wandb_offline's report, worded for this source."""
 
     def lines(self) -> list[str]:
-        out = [(f"trainer logs: {self.files_seen} files, {self.files_read} read, {self.records} lines/entries, "
-                f"{self.values} values, {len(self.runs_touched)} runs updated in {self.seconds:.2f}s")]
+        out = [
+            (
+                f"trainer logs: {self.files_seen} files, {self.files_read} read, {self.records} lines/entries, "
+                f"{self.values} values, {len(self.runs_touched)} runs updated in {self.seconds:.2f}s"
+            )
+        ]
         out += [f"  note: {n}" for n in self.notes]
         out += [f"  skipped: {i.path} @ byte {i.offset}: {i.kind}: {i.message}" for i in self.issues]
         return out
 
 
 # --------------------------------------------------------------------------------------------------- discovery
+
 
 @dataclass
 class Found:
@@ -155,19 +183,23 @@ def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None) -> F
             add(root)
             continue
         for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-            dirnames[:] = sorted(d for d in dirnames
-                                 if not d.startswith(".") and not os.path.islink(os.path.join(dirpath, d)))
+            dirnames[:] = sorted(
+                d for d in dirnames if not d.startswith(".") and not os.path.islink(os.path.join(dirpath, d))
+            )
             if _CHECKPOINT.match(os.path.basename(dirpath)):
                 filenames = [f for f in filenames if f == STATE_FILE]
             for name in sorted(filenames):
                 add(Path(dirpath) / name)
     # A console log next to a trainer_state.json prints the same log_history entries, rounded: the file wins.
     logs = {p: k for p, k in logs.items() if not (k == "console" and os.path.dirname(p) in snapshots)}
-    return Found(logs=[(Path(p), k) for p, k in sorted(logs.items())],
-                 snapshots={run: [Path(p) for p in sorted(paths)] for run, paths in sorted(snapshots.items())})
+    return Found(
+        logs=[(Path(p), k) for p, k in sorted(logs.items())],
+        snapshots={run: [Path(p) for p in sorted(paths)] for run, paths in sorted(snapshots.items())},
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- identity
+
 
 def run_id_for(identity: str) -> str:
     return hashlib.sha1(identity.encode("utf-8", "surrogateescape")).hexdigest()[:12]
@@ -235,13 +267,31 @@ class RunInfo:
 
     def row(self, ingest_id: int, now: float) -> dict:
         return {
-            "run_key": self.run_key, "source": SOURCE, "origin": self.origin, "entity": ENTITY,
-            "project": self.project, "run_id": self.run_id, "name": redact_name(self.name), "state": self.state,
-            "exit_code": None, "tags": [], "group_name": None, "job_type": None, "sweep_id": None,
-            "created_at": None, "heartbeat_at": self.heartbeat_us, "config": json_text(redact(self.config)),
-            "summary": json_text(redact(self.summary)), "last_step": self.last_step, "history_rows": self.history_rows,
-            "wandb_version": None, "source_files": self.source_files, "step_offsets": json_text({}),
-            "ingest_id": ingest_id, "ingested_at": int(now * 1_000_000), "history_from_ingest": self.history_from_ingest,
+            "run_key": self.run_key,
+            "source": SOURCE,
+            "origin": self.origin,
+            "entity": ENTITY,
+            "project": self.project,
+            "run_id": self.run_id,
+            "name": redact_name(self.name),
+            "state": self.state,
+            "exit_code": None,
+            "tags": [],
+            "group_name": None,
+            "job_type": None,
+            "sweep_id": None,
+            "created_at": None,
+            "heartbeat_at": self.heartbeat_us,
+            "config": json_text(redact(self.config)),
+            "summary": json_text(redact(self.summary)),
+            "last_step": self.last_step,
+            "history_rows": self.history_rows,
+            "wandb_version": None,
+            "source_files": self.source_files,
+            "step_offsets": json_text({}),
+            "ingest_id": ingest_id,
+            "ingested_at": int(now * 1_000_000),
+            "history_from_ingest": self.history_from_ingest,
         }
 
 
@@ -252,8 +302,15 @@ _FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|
 _WRAPPED = re.compile(r"^(?:(?:np|numpy|torch)\.[A-Za-z_]\w*|tensor)\((.*)\)$", re.DOTALL)
 _WORDS = {"True": True, "False": False, "None": None}
 _WRAPPER_CALLS = {"tensor", "torch.tensor"}
-_LITERAL_NAMES = {"nan": math.nan, "NaN": math.nan, "inf": math.inf, "Infinity": math.inf,
-                  "true": True, "false": False, "null": None}
+_LITERAL_NAMES = {
+    "nan": math.nan,
+    "NaN": math.nan,
+    "inf": math.inf,
+    "Infinity": math.inf,
+    "true": True,
+    "false": False,
+    "null": None,
+}
 
 
 def number(text: str) -> int | float | None:
@@ -332,7 +389,7 @@ def verl_line(line: str, cut: bool) -> tuple[int, dict] | None:
     match = _VERL_STEP.match(line)
     if match is None or len(match.group(1)) > 19 or not is_int64(int(match.group(1))):
         return None
-    rest = line[match.end():]
+    rest = line[match.end() :]
     pairs = rest.split(" - ") if rest else []
     if cut and pairs:
         pairs.pop()
@@ -417,13 +474,15 @@ def complete_lines(fh, start: int, end: int) -> Iterator[tuple[int, bytes]]:
 
 # ------------------------------------------------------------------------------------------------------ cursors
 
+
 def _signature(path: Path) -> tuple[int, int]:
     st = path.stat()
     return st.st_size, st.st_mtime_ns
 
 
-def logs_with_new_bytes(logs: list[tuple[Path, str]], cursors: dict
-                        ) -> tuple[list[tuple[Path, str, int, int, dict | None]], list[FileIssue]]:
+def logs_with_new_bytes(
+    logs: list[tuple[Path, str]], cursors: dict
+) -> tuple[list[tuple[Path, str, int, int, dict | None]], list[FileIssue]]:
     """The append-only files whose size or mtime differs from their cursor's (new, grown, touched or rewritten):
     one stat each."""
     kinds = dict(logs)
@@ -472,11 +531,17 @@ def pending_files(lake_root: Path, roots: Iterable[Path]) -> list[Path]:
 
 # ------------------------------------------------------------------------------------------------------ ingest
 
+
 class TrainerLogIngest:
     """One ingest pass; ``run()`` returns what it did. Not reentrant (the caller holds the source lock)."""
 
-    def __init__(self, lake_root: Path, roots: Iterable[Path], progress: Callable[[str], None] | None = None,
-                 batch_rows: int = 100_000):
+    def __init__(
+        self,
+        lake_root: Path,
+        roots: Iterable[Path],
+        progress: Callable[[str], None] | None = None,
+        batch_rows: int = 100_000,
+    ):
         self.lake_root = Path(lake_root)
         self.roots = [Path(r) for r in roots]
         self.progress = progress or (lambda _msg: None)
@@ -531,8 +596,9 @@ class TrainerLogIngest:
                 raise
             report.values = self.buffer.total
             now = time.time()
-            lake.write_part(self.lake_root, "runs", SOURCE, ingest_id,
-                            [info.row(ingest_id, now) for info in self.touched.values()])
+            lake.write_part(
+                self.lake_root, "runs", SOURCE, ingest_id, [info.row(ingest_id, now) for info in self.touched.values()]
+            )
             lake.write_issues(self.lake_root, SOURCE, ingest_id, report.issues, now)
             for key, info in self.touched.items():
                 self.runs[key] = info.to_state()
@@ -553,7 +619,9 @@ class TrainerLogIngest:
 
     def _emit(self, info: RunInfo, step: int, ts_us: int | None, offset: int, items: dict) -> None:
         if items:
-            self.buffer.add_row(info.run_key, step, ts_us, offset, list(items), [logged_json(v) for v in items.values()])
+            self.buffer.add_row(
+                info.run_key, step, ts_us, offset, list(items), [logged_json(v) for v in items.values()]
+            )
             info.observe(step, items)
 
     # -- trainer_state.json
@@ -613,8 +681,13 @@ class TrainerLogIngest:
         return doc
 
     def _load_trainer_state(self, path: Path, doc: dict, run_key: str, run_dir: Path, mtime_ns: int) -> None:
-        info = self._run(run_key, project=_project(run_dir.parent), run_id=run_id_for(str(run_dir)),
-                         name=run_dir.name, origin="trainer_state")
+        info = self._run(
+            run_key,
+            project=_project(run_dir.parent),
+            run_id=run_id_for(str(run_dir)),
+            name=run_dir.name,
+            origin="trainer_state",
+        )
         previous_last = info.last_step
         info.reset_history()
         info.source_files = []
@@ -624,29 +697,46 @@ class TrainerLogIngest:
             self.report.records += 1
             step = integral(entry.get("step")) if isinstance(entry, dict) else None
             if step is None:
-                self.report.issues.append(FileIssue(str(path), 0, 0, "no_step",
-                                                    f"log_history[{index}] has no integer step within 64 bits"))
+                self.report.issues.append(
+                    FileIssue(str(path), 0, 0, "no_step", f"log_history[{index}] has no integer step within 64 bits")
+                )
                 continue
             if depth(entry) > MAX_DEPTH:
-                self.report.issues.append(FileIssue(str(path), 0, 0, "bad_entry",
-                                                    f"log_history[{index}] is nested more than {MAX_DEPTH} levels deep"))
+                self.report.issues.append(
+                    FileIssue(
+                        str(path),
+                        0,
+                        0,
+                        "bad_entry",
+                        f"log_history[{index}] is nested more than {MAX_DEPTH} levels deep",
+                    )
+                )
                 continue
             # Train, eval and end-of-training entries at one step all repeat `epoch`: one value, not a repeated step.
-            items = {k: v for k, v in entry.items()
-                     if k != "step" and not ((step, k) in written and _same(written[(step, k)], v))}
+            items = {
+                k: v
+                for k, v in entry.items()
+                if k != "step" and not ((step, k) in written and _same(written[(step, k)], v))
+            }
             written.update(((step, k), v) for k, v in items.items())
             try:
                 self._emit(info, step, None, index, items)
             except Exception as exc:  # one entry no reader anticipated: skipped and said
-                self.report.issues.append(FileIssue(str(path), 0, 0, "bad_entry",
-                                                    f"log_history[{index}] not usable: {type(exc).__name__}: {exc}"))
+                self.report.issues.append(
+                    FileIssue(
+                        str(path), 0, 0, "bad_entry", f"log_history[{index}] not usable: {type(exc).__name__}: {exc}"
+                    )
+                )
         config = {}
         for key, value in doc.items():
             if key == "log_history":
                 continue
             if depth(value) > MAX_DEPTH:
-                self.report.issues.append(FileIssue(str(path), 0, 0, "bad_entry",
-                                                    f"{key} is nested more than {MAX_DEPTH} levels deep; left out"))
+                self.report.issues.append(
+                    FileIssue(
+                        str(path), 0, 0, "bad_entry", f"{key} is nested more than {MAX_DEPTH} levels deep; left out"
+                    )
+                )
                 continue
             config[key] = value
         info.config = finite(redact_secrets(config))
@@ -654,7 +744,8 @@ class TrainerLogIngest:
         if previous_last is not None and (info.last_step is None or info.last_step < previous_last):
             self.report.notes.append(
                 f"{path}: history now ends at step {info.last_step}, earlier it reached {previous_last} "
-                "(training restarted in the same folder?); values after it stay in the lake")
+                "(training restarted in the same folder?); values after it stay in the lake"
+            )
 
     # -- append-only logs
 
@@ -676,8 +767,15 @@ class TrainerLogIngest:
                     try:
                         read_line(path, offset, raw, cursor)
                     except Exception as exc:  # one line no reader anticipated: skipped and said, never fatal
-                        self.report.issues.append(FileIssue(str(path), offset, len(raw) + 1, "bad_line",
-                                                            f"line not usable: {type(exc).__name__}: {exc}"))
+                        self.report.issues.append(
+                            FileIssue(
+                                str(path),
+                                offset,
+                                len(raw) + 1,
+                                "bad_line",
+                                f"line not usable: {type(exc).__name__}: {exc}",
+                            )
+                        )
                 cursor.update(files.fingerprint(fh, end))
         except OSError as exc:
             self.report.issues.append(FileIssue(str(path), end, 0, "unreadable", str(exc)))
@@ -717,9 +815,16 @@ class TrainerLogIngest:
         if row is not None:
             step, ts_us, items = row
             if ts_us is None and isinstance(items.get("_timestamp"), (int, float)):
-                self.report.issues.append(FileIssue(str(path), offset, 0, "bad_time",
-                                                    f"_timestamp {_shown(items['_timestamp'])} is not a time in years "
-                                                    "1-9999; the row is kept without a time"))
+                self.report.issues.append(
+                    FileIssue(
+                        str(path),
+                        offset,
+                        0,
+                        "bad_time",
+                        f"_timestamp {_shown(items['_timestamp'])} is not a time in years "
+                        "1-9999; the row is kept without a time",
+                    )
+                )
             self._emit(self._log_run(path, cursor, "jsonl"), step, ts_us, offset, items)
 
     def _console_line(self, path: Path, offset: int, raw: bytes, cursor: dict) -> None:
@@ -763,6 +868,7 @@ def _finished(doc: dict) -> bool:
     return isinstance(args, dict) and args.get("should_training_stop") is True
 
 
-def ingest(lake_root: Path, roots: Iterable[Path], progress: Callable[[str], None] | None = None,
-           batch_rows: int = 100_000) -> IngestReport:
+def ingest(
+    lake_root: Path, roots: Iterable[Path], progress: Callable[[str], None] | None = None, batch_rows: int = 100_000
+) -> IngestReport:
     return TrainerLogIngest(lake_root, roots, progress, batch_rows).run()

@@ -28,16 +28,17 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import CancelledError, ThreadPoolExecutor, as_completed
 from contextlib import ExitStack
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from pipeline import lake
-from pipeline.sources.wandb_offline import FileIssue, IngestReport
 from pipeline.secrets import redact, redact_name, redact_text
+from pipeline.sources.wandb_offline import FileIssue, IngestReport
 from pipeline.sources.wandb_records import redact_secrets
 from pipeline.values import json_text, logged_json
 
@@ -45,8 +46,10 @@ SOURCE = "wandb_cloud"
 OVERLAP = timedelta(minutes=5)
 # What a refused key looks like through wandb-core: its AuthenticationError also wraps "server did not answer",
 # so the class alone does not tell; the server's words do.
-_AUTH_TEXT = re.compile(r"(?i)(status|code|http)\D{0,5}401\b|unauthori[sz]ed|not logged in|invalid api key"
-                        r"|api key (is )?(invalid|not valid)|permission denied")
+_AUTH_TEXT = re.compile(
+    r"(?i)(status|code|http)\D{0,5}401\b|unauthori[sz]ed|not logged in|invalid api key"
+    r"|api key (is )?(invalid|not valid)|permission denied"
+)
 DEFAULT_CONCURRENCY = 4
 
 
@@ -87,9 +90,11 @@ class CloudReport(IngestReport):
     history_rows: int = 0
 
     def lines(self) -> list[str]:
-        out = [f"wandb cloud: {self.projects} projects, {self.runs_listed} runs listed, {self.runs_changed} changed, "
-               f"{self.history_rows} history rows, {self.values} values, {self.runs_failed} failed "
-               f"in {self.seconds:.2f}s"]
+        out = [
+            f"wandb cloud: {self.projects} projects, {self.runs_listed} runs listed, {self.runs_changed} changed, "
+            f"{self.history_rows} history rows, {self.values} values, {self.runs_failed} failed "
+            f"in {self.seconds:.2f}s"
+        ]
         out += [f"  note: {n}" for n in self.notes]
         out += [f"  skipped: {i.path}: {i.kind}: {i.message}" for i in self.issues]
         return out
@@ -142,11 +147,11 @@ def parse_time(value: Any) -> datetime | None:
             stamp = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
         except ValueError:
             return None
-    return stamp if stamp.tzinfo else stamp.replace(tzinfo=timezone.utc)
+    return stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
 
 
 def iso_z(stamp: datetime) -> str:
-    return stamp.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return stamp.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _micros(stamp: datetime | None) -> int | None:
@@ -174,8 +179,10 @@ def run_signature(attrs: dict) -> str:
     """A digest of the listing's fields that change when a run does. ``attrs`` is the run's ``_attrs``: the fields
     exactly as the server sent them (the client has no public accessor for ``historyLineCount`` or the raw
     ``heartbeatAt``)."""
-    parts = [attrs.get(k) for k in ("heartbeatAt", "historyLineCount", "state", "displayName", "group", "jobType",
-                                     "sweepName")]
+    parts = [
+        attrs.get(k)
+        for k in ("heartbeatAt", "historyLineCount", "state", "displayName", "group", "jobType", "sweepName")
+    ]
     parts.append(sorted(attrs.get("tags") or []))
     return hashlib.sha1(json.dumps(parts, default=str).encode()).hexdigest()[:16]
 
@@ -225,10 +232,21 @@ class _RunResult:
 class CloudIngest:
     """One ingest pass over the configured projects, or over named runs (``run_paths``, one Dagster partition)."""
 
-    def __init__(self, lake_root: Path, projects: Iterable[str], progress: Callable[[str], None] | None = None, *,
-                 api=None, run_paths: Iterable[str] | None = None, batch_rows: int = 100_000,
-                 concurrency: int | None = None, overlap: timedelta = OVERLAP, page_size: int = 1_000,
-                 default_entity: str | None = None, chunk_runs: int = 200):
+    def __init__(
+        self,
+        lake_root: Path,
+        projects: Iterable[str],
+        progress: Callable[[str], None] | None = None,
+        *,
+        api=None,
+        run_paths: Iterable[str] | None = None,
+        batch_rows: int = 100_000,
+        concurrency: int | None = None,
+        overlap: timedelta = OVERLAP,
+        page_size: int = 1_000,
+        default_entity: str | None = None,
+        chunk_runs: int = 200,
+    ):
         self.lake_root = Path(lake_root)
         self.default_entity = default_entity or os.environ.get("WANDB_ENTITY") or None
         self.projects = parse_projects(projects, self.default_entity)
@@ -236,7 +254,9 @@ class CloudIngest:
         self.progress = progress or (lambda _msg: None)
         self._api = api
         self.batch_rows = batch_rows
-        self.concurrency = max(1, concurrency or int(os.environ.get("GRPOLENS_WANDB_CONCURRENCY") or DEFAULT_CONCURRENCY))
+        self.concurrency = max(
+            1, concurrency or int(os.environ.get("GRPOLENS_WANDB_CONCURRENCY") or DEFAULT_CONCURRENCY)
+        )
         self.overlap = overlap
         self.page_size = page_size
         self.chunk_runs = chunk_runs  # runs per commit: bounds open lock files and what a crash costs
@@ -290,7 +310,7 @@ class CloudIngest:
             failed_projects: set[tuple[str, str]] = set()
             try:
                 for start in range(0, len(changed), self.chunk_runs):
-                    self._ingest_runs(changed[start:start + self.chunk_runs], report, failed_projects)
+                    self._ingest_runs(changed[start : start + self.chunk_runs], report, failed_projects)
             except AuthRefused as exc:
                 report.issues.append(FileIssue(self._base_url(), 0, 0, exc.kind, str(exc)))
                 failed_projects.update(self.projects_of(listed))
@@ -311,8 +331,9 @@ class CloudIngest:
             self.api.flush()  # a long-lived client caches listings by filter; ours must be fresh
         except Exception as exc:
             if self._is_auth_error(exc):
-                raise AuthRefused(f"W&B refused the API key at {self._base_url()} (check WANDB_API_KEY): "
-                                  f"{self.scrub(exc)}") from None
+                raise AuthRefused(
+                    f"W&B refused the API key at {self._base_url()} (check WANDB_API_KEY): {self.scrub(exc)}"
+                ) from None
             if "no api key" in str(exc).lower():
                 raise CloudUnavailable("no W&B API key: set WANDB_API_KEY (or run `wandb login`)") from None
             raise CloudUnavailable(f"W&B at {self._base_url()} did not answer: {self.scrub(exc)}") from None
@@ -325,7 +346,7 @@ class CloudIngest:
         for n, (entity, project) in enumerate(self.projects, 1):
             entity = entity or self._viewer_entity()
             label = f"{entity}/{project}"
-            began = datetime.now(timezone.utc)
+            began = datetime.now(UTC)
             mark = parse_time((watermarks.get(label) or {}).get("listed_at"))
             self.progress(f"[{n}/{len(self.projects)}] listing {label}")
             try:
@@ -390,8 +411,10 @@ class CloudIngest:
             issues_before = len(report.issues)
             try:
                 with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="wandb-cloud") as pool:
-                    futures = {pool.submit(self._ingest_run, ref, cursors[ref.run_key], ingest_id, buffer,
-                                           buffer_lock): ref for ref in todo}
+                    futures = {
+                        pool.submit(self._ingest_run, ref, cursors[ref.run_key], ingest_id, buffer, buffer_lock): ref
+                        for ref in todo
+                    }
                     refused = None
                     for future in as_completed(futures):
                         ref = futures[future]
@@ -417,8 +440,13 @@ class CloudIngest:
             report.values += buffer.total
             report.history_rows += sum(r.rows for r in results)
             now_us = int(time.time() * 1_000_000)
-            lake.write_part(self.lake_root, "runs", SOURCE, ingest_id,
-                            [dict(r.row, ingest_id=ingest_id, ingested_at=now_us) for r in results])
+            lake.write_part(
+                self.lake_root,
+                "runs",
+                SOURCE,
+                ingest_id,
+                [dict(r.row, ingest_id=ingest_id, ingested_at=now_us) for r in results],
+            )
             self._write_issues(report, ingest_id, report.issues[issues_before:])
             for result in results:
                 cursor = lake.IngestState.load(self.lake_root, _cursor_name(result.ref.run_key))
@@ -428,11 +456,13 @@ class CloudIngest:
             report.ingest_id = ingest_id
             report.runs_touched = sorted(set(report.runs_touched) | {r.ref.run_key for r in results})
         if refused is not None:
-            raise AuthRefused(f"W&B refused the API key at {self._base_url()} (check WANDB_API_KEY): "
-                              f"{self.scrub(refused)}")
+            raise AuthRefused(
+                f"W&B refused the API key at {self._base_url()} (check WANDB_API_KEY): {self.scrub(refused)}"
+            )
 
-    def _write_issues(self, report: CloudReport, ingest_id: int | None = None,
-                      issues: list[FileIssue] | None = None) -> None:
+    def _write_issues(
+        self, report: CloudReport, ingest_id: int | None = None, issues: list[FileIssue] | None = None
+    ) -> None:
         """Issues not yet written (a run's ingest writes its own; listing and key problems come here)."""
         issues = [i for i in (report.issues if issues is None else issues) if id(i) not in self._written]
         if not issues:
@@ -445,8 +475,9 @@ class CloudIngest:
         if done == total or filled != 20 * (done - 1) // total:  # one line per 5%, not one per run
             self.progress(f"wandb cloud: [{'#' * filled}{'.' * (20 - filled)}] {done}/{total} runs")
 
-    def _ingest_run(self, ref: RunRef, cursor: dict | None, ingest_id: int, buffer: lake.HistoryBuffer,
-                    buffer_lock: threading.Lock) -> _RunResult:
+    def _ingest_run(
+        self, ref: RunRef, cursor: dict | None, ingest_id: int, buffer: lake.HistoryBuffer, buffer_lock: threading.Lock
+    ) -> _RunResult:
         run = self.api.run(ref.path)
         attrs = run._attrs
         signature = run_signature(attrs)
@@ -456,10 +487,13 @@ class CloudIngest:
         min_step = 0
         if cursor and cursor.get("last_step") is not None:
             rewound = last_step < cursor["last_step"] or (
-                line_count is not None and cursor.get("line_count") is not None and line_count < cursor["line_count"])
+                line_count is not None and cursor.get("line_count") is not None and line_count < cursor["line_count"]
+            )
             if rewound:
-                self.progress(f"{ref.path}: history got shorter (last step {cursor['last_step']} -> {last_step}, "
-                              f"rows {cursor.get('line_count')} -> {line_count}); reading it again from step 0")
+                self.progress(
+                    f"{ref.path}: history got shorter (last step {cursor['last_step']} -> {last_step}, "
+                    f"rows {cursor.get('line_count')} -> {line_count}); reading it again from step 0"
+                )
                 from_ingest = ingest_id
             else:
                 min_step = cursor["last_step"] + 1
@@ -479,36 +513,62 @@ class CloudIngest:
                     buffer.add_row(ref.run_key, step, ts_us, seq, keys, texts)
                 rows += 1
                 top = step if top is None else max(top, step)
-        artifacts = [{"name": a.name, "type": a.type, "version": a.version, "aliases": list(a.aliases or [])}
-                     for a in run.logged_artifacts()]
+        artifacts = [
+            {"name": a.name, "type": a.type, "version": a.version, "aliases": list(a.aliases or [])}
+            for a in run.logged_artifacts()
+        ]
         sweep = attrs.get("sweepName") or None
         row = {
-            "run_key": ref.run_key, "source": "wandb", "origin": "cloud", "entity": ref.entity,
-            "project": ref.project, "run_id": ref.run_id, "name": redact_name(attrs.get("displayName") or run.name),
-            "state": attrs.get("state"), "exit_code": None,
+            "run_key": ref.run_key,
+            "source": "wandb",
+            "origin": "cloud",
+            "entity": ref.entity,
+            "project": ref.project,
+            "run_id": ref.run_id,
+            "name": redact_name(attrs.get("displayName") or run.name),
+            "state": attrs.get("state"),
+            "exit_code": None,
             "tags": [redact_name(tag) for tag in attrs.get("tags") or []],
-            "group_name": redact_name(attrs.get("group")) or None, "job_type": attrs.get("jobType") or None,
+            "group_name": redact_name(attrs.get("group")) or None,
+            "job_type": attrs.get("jobType") or None,
             "sweep_id": sweep,
             "created_at": _micros(parse_time(attrs.get("createdAt"))),
             "heartbeat_at": _micros(parse_time(attrs.get("heartbeatAt"))),
             "config": json_text(redact_secrets(dict(run.config))),  # json_text writes NaN/inf as W&B shows them
             "summary": json_text(redact_secrets(dict(run.summary_metrics))),
-            "last_step": top, "history_rows": line_count, "wandb_version": None, "source_files": [],
-            "step_offsets": None, "artifacts": json_text(redact(artifacts)), "history_from_ingest": from_ingest,
+            "last_step": top,
+            "history_rows": line_count,
+            "wandb_version": None,
+            "source_files": [],
+            "step_offsets": None,
+            "artifacts": json_text(redact(artifacts)),
+            "history_from_ingest": from_ingest,
         }
-        new_cursor = {"run_key": ref.run_key, "signature": signature, "last_step": top, "line_count": line_count,
-                      "history_from_ingest": from_ingest, "ingest_id": ingest_id}
+        new_cursor = {
+            "run_key": ref.run_key,
+            "signature": signature,
+            "last_step": top,
+            "line_count": line_count,
+            "history_from_ingest": from_ingest,
+            "ingest_id": ingest_id,
+        }
         return _RunResult(ref, row, new_cursor, rows)
 
 
-def ingest(lake_root: Path, projects: Iterable[str], progress: Callable[[str], None] | None = None,
-           **options) -> CloudReport:
+def ingest(
+    lake_root: Path, projects: Iterable[str], progress: Callable[[str], None] | None = None, **options
+) -> CloudReport:
     """Read what changed in each project (``entity/project`` or ``project``) into lake/*/source=wandb_cloud."""
     return CloudIngest(lake_root, projects, progress, **options).run()
 
 
-def list_changed(lake_root: Path, projects: Iterable[str], updated_after: datetime | None, api=None,
-                 default_entity: str | None = None) -> tuple[list[RunRef], list[RunRef]]:
+def list_changed(
+    lake_root: Path,
+    projects: Iterable[str],
+    updated_after: datetime | None,
+    api=None,
+    default_entity: str | None = None,
+) -> tuple[list[RunRef], list[RunRef]]:
     """For sensors: the runs listed as updated after the time, and those of them the lake has not caught up
     with. Reads nothing but the listing and the cursors; writes nothing."""
     api = api or connect()

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 BLOCK_SIZE = 32 * 1024
 HEADER_SIZE = 7
@@ -120,7 +121,9 @@ def read_records(fh: BinaryIO, start: int, result: ReadResult, finished: bool = 
             i = data_end
             if ctype == FULL or ctype == FIRST:
                 if pending is not None:
-                    _orphan(result, pending_start, chunk_offset - pending_start, "a record's FIRST chunk never got its LAST")
+                    _orphan(
+                        result, pending_start, chunk_offset - pending_start, "a record's FIRST chunk never got its LAST"
+                    )
                 if ctype == FULL:
                     pending = None
                     result.end_offset = pos + i
@@ -154,7 +157,7 @@ def _next_intact(view: memoryview, start: int, n: int) -> int | None:
             continue
         crc, length, _ = _CHUNK.unpack_from(view, j)
         end = j + HEADER_SIZE + length
-        if end <= n and zlib.crc32(view[j + HEADER_SIZE:end], _TYPE_CRC[ctype]) == crc:
+        if end <= n and zlib.crc32(view[j + HEADER_SIZE : end], _TYPE_CRC[ctype]) == crc:
             return j
     return None
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 from wandb.proto import wandb_internal_pb2 as pb
 
@@ -108,8 +108,14 @@ def run_key_for(meta: RunMeta, default_entity: str) -> str:
 class OfflineIngest:
     """One ingest pass; ``run()`` returns what it did. Not reentrant (the caller holds the source lock)."""
 
-    def __init__(self, lake_root: Path, roots: Iterable[Path], progress: Callable[[str], None] | None = None,
-                 batch_rows: int = 100_000, default_entity: str | None = None):
+    def __init__(
+        self,
+        lake_root: Path,
+        roots: Iterable[Path],
+        progress: Callable[[str], None] | None = None,
+        batch_rows: int = 100_000,
+        default_entity: str | None = None,
+    ):
         self.lake_root = Path(lake_root)
         self.roots = [Path(r) for r in roots]
         self.progress = progress or (lambda _msg: None)
@@ -145,8 +151,7 @@ class OfflineIngest:
                 for n, (path, size, mtime_ns, cursor) in enumerate(todo, 1):
                     self.progress(f"[{n}/{len(todo)}] {path}")
                     try:
-                        new_cursor = self._read_file(path, size, mtime_ns, cursor, heads, runs, touched, buffer,
-                                                     report)
+                        new_cursor = self._read_file(path, size, mtime_ns, cursor, heads, runs, touched, buffer, report)
                     except Exception as exc:
                         report.issues.append(failed_file(path, exc))
                         continue
@@ -159,8 +164,13 @@ class OfflineIngest:
                 raise
             report.values = buffer.total
             now = time.time()
-            lake.write_part(self.lake_root, "runs", SOURCE, ingest_id,
-                            [self._run_row(key, meta, ingest_id, now) for key, meta in touched.items()])
+            lake.write_part(
+                self.lake_root,
+                "runs",
+                SOURCE,
+                ingest_id,
+                [self._run_row(key, meta, ingest_id, now) for key, meta in touched.items()],
+            )
             lake.write_issues(self.lake_root, SOURCE, ingest_id, report.issues, now)
             for key, meta in touched.items():
                 runs[key] = meta.to_state()
@@ -170,8 +180,18 @@ class OfflineIngest:
         report.seconds = time.perf_counter() - started
         return report
 
-    def _read_file(self, path: Path, size: int, mtime_ns: int, cursor: dict | None, heads: dict, runs: dict,
-                   touched: dict, buffer: lake.HistoryBuffer, report: IngestReport) -> dict | None:
+    def _read_file(
+        self,
+        path: Path,
+        size: int,
+        mtime_ns: int,
+        cursor: dict | None,
+        heads: dict,
+        runs: dict,
+        touched: dict,
+        buffer: lake.HistoryBuffer,
+        report: IngestReport,
+    ) -> dict | None:
         """Read one file from its cursor; returns the new cursor, or None when the file could not be read."""
         start = cursor["offset"] if cursor else 0
         run_key = cursor.get("run_key") if cursor else None
@@ -183,16 +203,24 @@ class OfflineIngest:
         try:
             with open(path, "rb") as fh:
                 if start and files.rewritten(fh, cursor):
-                    report.notes.append(f"{path}: the bytes already read have changed (file rewritten); "
-                                        "reading it again from the start")
+                    report.notes.append(
+                        f"{path}: the bytes already read have changed (file rewritten); reading it again from the start"
+                    )
                     start, run_key = 0, None
                 first_block = files.head_digest(fh, size)
                 original = heads.get(first_block) if first_block else None
                 if original is not None and original != str(path):
-                    report.notes.append(f"{path} is a byte-identical copy of {original}: that run is read once, "
-                                        "from the first path")
-                    return {"offset": size, "size": size, "mtime_ns": mtime_ns, "run_key": None,
-                            "first_block": first_block, "copy_of": original}
+                    report.notes.append(
+                        f"{path} is a byte-identical copy of {original}: that run is read once, from the first path"
+                    )
+                    return {
+                        "offset": size,
+                        "size": size,
+                        "mtime_ns": mtime_ns,
+                        "run_key": None,
+                        "first_block": first_block,
+                        "copy_of": original,
+                    }
                 if first_block:
                     heads.setdefault(first_block, str(path))
                 meta = self._meta(run_key, runs, touched) if run_key else None
@@ -207,8 +235,15 @@ class OfflineIngest:
                             record = pb.Record.FromString(data)  # a fresh message: upb arenas only grow while one lives
                             kind = record.WhichOneof("record_type")
                         if kind == "history" and meta is None:
-                            report.issues.append(FileIssue(str(path), offset, len(data), "orphan_history",
-                                                           "history record before any run record"))
+                            report.issues.append(
+                                FileIssue(
+                                    str(path),
+                                    offset,
+                                    len(data),
+                                    "orphan_history",
+                                    "history record before any run record",
+                                )
+                            )
                             continue
                         if kind == "history":
                             parsed = buffer.columns.history(data)  # the values are appended; the row is named below
@@ -222,11 +257,15 @@ class OfflineIngest:
                         elif kind == "summary" and meta is not None:
                             summary.add(data)
                     except Exception as exc:  # protobuf's DecodeError; any bad record is skipped, not fatal
-                        report.issues.append(FileIssue(str(path), offset, len(data), "decode", f"record not decodable: {exc}"))
+                        report.issues.append(
+                            FileIssue(str(path), offset, len(data), "decode", f"record not decodable: {exc}")
+                        )
                         continue
                     if kind == "history":
                         if step is None:
-                            report.issues.append(FileIssue(str(path), offset, len(data), "no_step", "history row without _step"))
+                            report.issues.append(
+                                FileIssue(str(path), offset, len(data), "no_step", "history row without _step")
+                            )
                             continue
                         if str(path) not in meta.step_offsets:
                             step_offset = self._segment_offset(meta, path, step, report)
@@ -244,17 +283,35 @@ class OfflineIngest:
                         try:
                             meta, run_key = self._apply(kind, record, path, meta, run_key, runs, touched)
                         except Exception as exc:  # content no reader expected is one issue, not a failed ingest
-                            report.issues.append(FileIssue(str(path), offset, len(data), "bad_record",
-                                                           f"{kind} record not usable: {type(exc).__name__}: {exc}"))
-                new_cursor = {"offset": result.end_offset, "size": size, "mtime_ns": mtime_ns, "run_key": run_key,
-                              "first_block": first_block, **files.fingerprint(fh, result.end_offset)}
+                            report.issues.append(
+                                FileIssue(
+                                    str(path),
+                                    offset,
+                                    len(data),
+                                    "bad_record",
+                                    f"{kind} record not usable: {type(exc).__name__}: {exc}",
+                                )
+                            )
+                new_cursor = {
+                    "offset": result.end_offset,
+                    "size": size,
+                    "mtime_ns": mtime_ns,
+                    "run_key": run_key,
+                    "first_block": first_block,
+                    **files.fingerprint(fh, result.end_offset),
+                }
         except wandb_log.HeaderNotWritten as exc:
             report.notes.append(f"{path}: {exc}; will read it when it has grown")
             return None
         except wandb_log.NotAWandbFile as exc:
             report.issues.append(FileIssue(str(path), 0, size, "not_wandb", str(exc)))
-            return {"offset": 0, "size": size, "mtime_ns": mtime_ns, "run_key": None,  # not retried until it changes
-                    "rejected": "not_wandb"}
+            return {
+                "offset": 0,
+                "size": size,
+                "mtime_ns": mtime_ns,
+                "run_key": None,  # not retried until it changes
+                "rejected": "not_wandb",
+            }
         except OSError as exc:
             report.issues.append(FileIssue(str(path), 0, 0, "unreadable", str(exc)))
             return None
@@ -264,12 +321,15 @@ class OfflineIngest:
         for damage in result.damage:
             report.issues.append(FileIssue(str(path), damage.offset, damage.bytes_skipped, damage.kind, damage.message))
         if result.incomplete_tail and result.end_offset < size:
-            report.notes.append(f"{path}: last {result.incomplete_tail} bytes are an incomplete record "
-                                "(file still being written, or cut short); read up to the last complete one")
+            report.notes.append(
+                f"{path}: last {result.incomplete_tail} bytes are an incomplete record "
+                "(file still being written, or cut short); read up to the last complete one"
+            )
         return new_cursor
 
-    def _apply(self, kind: str | None, record, path: Path, meta: RunMeta | None, run_key: str | None, runs: dict,
-               touched: dict) -> tuple[RunMeta | None, str | None]:
+    def _apply(
+        self, kind: str | None, record, path: Path, meta: RunMeta | None, run_key: str | None, runs: dict, touched: dict
+    ) -> tuple[RunMeta | None, str | None]:
         """A run-level record (run, config, exit, stats, telemetry) applied to its run; returns (meta, run_key),
         which the run record sets when it is the file's first."""
         if kind == "run":
@@ -312,7 +372,8 @@ class OfflineIngest:
             shift = meta.last_step + 1 - first_step
             report.notes.append(
                 f"run {meta.run_id} resumed in {path.parent.name} restarted _step at {first_step}; "
-                f"its steps are shifted by {shift} to follow the earlier segment (pass step= when resuming)")
+                f"its steps are shifted by {shift} to follow the earlier segment (pass step= when resuming)"
+            )
         meta.step_offsets[str(path)] = shift
         return shift
 
@@ -321,18 +382,34 @@ class OfflineIngest:
             return None if value is None else int(value * 1_000_000)
 
         return {
-            "run_key": run_key, "source": "wandb", "origin": "offline", "entity": meta.entity or self.default_entity,
-            "project": meta.project, "run_id": meta.run_id, "name": meta.name, "state": meta.state,
-            "exit_code": meta.exit_code, "tags": meta.tags, "group_name": meta.group_name or None,
-            "job_type": meta.job_type or None, "sweep_id": meta.sweep_id or None,
-            "created_at": ts(meta.created_at), "heartbeat_at": ts(meta.heartbeat_at),
-            "config": json_text(meta.config), "summary": json_text(meta.summary), "last_step": meta.last_step,
-            "history_rows": meta.history_rows, "wandb_version": meta.wandb_version or None,
-            "source_files": meta.source_files, "step_offsets": json_text(meta.step_offsets),
-            "ingest_id": ingest_id, "ingested_at": ts(now),
+            "run_key": run_key,
+            "source": "wandb",
+            "origin": "offline",
+            "entity": meta.entity or self.default_entity,
+            "project": meta.project,
+            "run_id": meta.run_id,
+            "name": meta.name,
+            "state": meta.state,
+            "exit_code": meta.exit_code,
+            "tags": meta.tags,
+            "group_name": meta.group_name or None,
+            "job_type": meta.job_type or None,
+            "sweep_id": meta.sweep_id or None,
+            "created_at": ts(meta.created_at),
+            "heartbeat_at": ts(meta.heartbeat_at),
+            "config": json_text(meta.config),
+            "summary": json_text(meta.summary),
+            "last_step": meta.last_step,
+            "history_rows": meta.history_rows,
+            "wandb_version": meta.wandb_version or None,
+            "source_files": meta.source_files,
+            "step_offsets": json_text(meta.step_offsets),
+            "ingest_id": ingest_id,
+            "ingested_at": ts(now),
         }
 
 
-def ingest(lake_root: Path, roots: Iterable[Path], progress: Callable[[str], None] | None = None,
-           batch_rows: int = 100_000) -> IngestReport:
+def ingest(
+    lake_root: Path, roots: Iterable[Path], progress: Callable[[str], None] | None = None, batch_rows: int = 100_000
+) -> IngestReport:
     return OfflineIngest(lake_root, roots, progress, batch_rows).run()

@@ -39,7 +39,7 @@ def peek_kind(data: bytes) -> str | None:
         while i < len(data) and data[i] & 0x80:
             i += 1
         i += 1
-    return _FAST_KINDS.get(data[i:i + 1])
+    return _FAST_KINDS.get(data[i : i + 1])
 
 
 @dataclass
@@ -95,7 +95,7 @@ def _history_items(items) -> tuple[list[str], list[str]]:
     for path, text in zip(paths, texts):
         prefix = next((path[:cut] for cut in range(1, len(path)) if path[:cut] in media), None)
         if prefix is not None:
-            _set_path(grouped.setdefault(prefix, {}), path[len(prefix):], _loads(text))
+            _set_path(grouped.setdefault(prefix, {}), path[len(prefix) :], _loads(text))
             continue
         keys.append(".".join(path))
         out.append(text)
@@ -165,7 +165,7 @@ class RunMeta:
     step_offsets: dict = field(default_factory=dict)  # file -> shift applied to a resumed segment's _step
 
     @classmethod
-    def from_state(cls, data: dict) -> "RunMeta":
+    def from_state(cls, data: dict) -> RunMeta:
         return cls(**data)
 
     def to_state(self) -> dict:
@@ -200,7 +200,7 @@ class RunMeta:
         for item in config.remove:
             _pop_path(self.config, _update_path(item))
 
-    def apply_summary(self, summary: "SummaryUpdates") -> None:
+    def apply_summary(self, summary: SummaryUpdates) -> None:
         for entry, text in summary.take().items():
             path = (entry,) if type(entry) is str else entry
             if path[0] == "_wandb":
