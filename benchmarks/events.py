@@ -9,7 +9,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from pipeline.demo_events import serve_demo_events, write_demo_events
+from pipeline.demo.events import serve_demo_events, write_demo_events
 from pipeline.sources import axiom, event_files
 
 OUT = Path(__file__).resolve().parent / "out"

@@ -508,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     say("5. checks on the labelled suite")
     import tempfile
 
-    from pipeline.check_eval import evaluate_demo, evaluate_real, evaluate_synthetic, format_real, format_table
+    from pipeline.evaluation.check_eval import evaluate_demo, evaluate_real, evaluate_synthetic, format_real, format_table
 
     with tempfile.TemporaryDirectory(prefix="grpolens-bench-checks-") as tmp:
         checks_started = time.perf_counter()

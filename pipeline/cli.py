@@ -335,7 +335,7 @@ def _query_failure(settings: Settings, exc: Exception) -> str:
 
 
 def cmd_demo(args, settings: Settings) -> int:
-    from pipeline.demo import run_demo
+    from pipeline.demo.run import run_demo
 
     run_demo(settings, scale=args.scale, progress=_say, axiom_emulator=args.axiom_emulator)
     return 0

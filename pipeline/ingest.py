@@ -2,37 +2,51 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 
 from pipeline.settings import Settings
 
 
 @dataclass(frozen=True)
 class Source:
-    """A source module exposes ``ingest(lake_root, roots, progress)`` and writes lake/<table>/source=<name>/."""
+    """How a source is configured and what it writes; its module (``source_module``) exposes
+    ``ingest(lake_root, roots, progress)`` and writes lake/<table>/source=<name>/."""
 
     label: str
     variable: str  # the environment variable that configures it
     setting: str  # the Settings attribute holding its roots (folders, or Axiom dataset names)
-    module: str
     tables: tuple[str, ...] = ("runs", "history", "ingest_issues")  # the lake tables it writes
 
 
 SOURCES: dict[str, Source] = {
-    "wandb_offline": Source("wandb offline", "GRPOLENS_WANDB_DIRS", "wandb_dirs", "pipeline.sources.wandb_offline"),
-    "wandb_cloud": Source("wandb cloud", "GRPOLENS_WANDB_PROJECTS", "wandb_projects", "pipeline.sources.wandb_cloud"),
-    "trainer_log": Source("trainer logs", "GRPOLENS_TRAINER_LOGS", "trainer_logs", "pipeline.sources.trainer_logs"),
-    "axiom": Source("axiom", "AXIOM_TOKEN", "axiom_datasets", "pipeline.sources.axiom", ("events", "ingest_issues")),
+    "wandb_offline": Source("wandb offline", "GRPOLENS_WANDB_DIRS", "wandb_dirs"),
+    "wandb_cloud": Source("wandb cloud", "GRPOLENS_WANDB_PROJECTS", "wandb_projects"),
+    "trainer_log": Source("trainer logs", "GRPOLENS_TRAINER_LOGS", "trainer_logs"),
+    "axiom": Source("axiom", "AXIOM_TOKEN", "axiom_datasets", ("events", "ingest_issues")),
     "event_files": Source(
         "event files",
         "GRPOLENS_EVENT_FILES",
         "event_files",
-        "pipeline.sources.event_files",
         ("events", "ingest_issues"),
     ),
 }
+
+
+def source_module(name: str) -> ModuleType:
+    """The module that reads source ``name``. Imported here, when a source runs: together they load pyarrow, httpx
+    and wandb's protobufs (~0.8 s), which `grpolens --help` and the read-only commands do without."""
+    from pipeline.sources import axiom, event_files, trainer_logs, wandb_cloud, wandb_offline
+
+    modules = {
+        "wandb_offline": wandb_offline,
+        "wandb_cloud": wandb_cloud,
+        "trainer_log": trainer_logs,
+        "axiom": axiom,
+        "event_files": event_files,
+    }
+    return modules[name]
 
 
 def ensure_lake(settings: Settings) -> None:
@@ -58,7 +72,7 @@ def ingest_source(settings: Settings, name: str, progress: Callable[[str], None]
         # The same events may also arrive as NDJSON: identify them by content on both paths, so staging's
         # de-duplication on event_id sees one event once (Axiom's _rowId exists only on the API path).
         options["use_row_ids"] = False
-    report = importlib.import_module(source.module).ingest(settings.lake, roots, progress=say, **options)
+    report = source_module(name).ingest(settings.lake, roots, progress=say, **options)
     for line in report.lines():
         say(line)
     return report

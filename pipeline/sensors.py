@@ -2,14 +2,13 @@
 and ingest W&B cloud runs that appeared or changed, one partition each."""
 
 import hashlib
-import importlib
 import os
 from datetime import UTC, datetime
 
 import dagster as dg
 
 from pipeline.assets.wandb_cloud import wandb_cloud_runs
-from pipeline.ingest import SOURCES
+from pipeline.ingest import SOURCES, source_module
 from pipeline.jobs import refresh_job, wandb_cloud_job
 from pipeline.resources import GrpolensResource
 from pipeline.sources import wandb_cloud
@@ -30,7 +29,7 @@ def files_sensor(name: str) -> dg.SensorDefinition:
         roots = getattr(settings, source.setting)
         if not roots:
             return dg.SkipReason(f"{source.variable} is not set")
-        pending = importlib.import_module(source.module).pending_files(settings.lake, roots)
+        pending = source_module(name).pending_files(settings.lake, roots)
         if not pending:
             return dg.SkipReason("no new or grown files")
         signature = hashlib.sha256(
@@ -48,7 +47,7 @@ def files_sensor(name: str) -> dg.SensorDefinition:
 FILE_SENSORS = {
     name: files_sensor(name)
     for name in SOURCES
-    if hasattr(importlib.import_module(SOURCES[name].module), "pending_files")
+    if hasattr(source_module(name), "pending_files")
 }
 
 

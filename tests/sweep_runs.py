@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import demo_runs
+from pipeline.demo import runs as demo_runs
 from tests.wandb_writer import write_run
 
 PROJECT = "sweep-tests"

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pipeline import checks, warehouse
-from pipeline.demo_events import write_demo_events
+from pipeline.demo.events import write_demo_events
 from pipeline.ingest import ingest
 from pipeline.settings import Settings
 

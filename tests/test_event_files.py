@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.demo_events import serve_demo_events, write_demo_events
+from pipeline.demo.events import serve_demo_events, write_demo_events
 from pipeline.sources import axiom, event_files
 from pipeline.sources.event_files import content_id, parse_time_ns
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from pipeline import warehouse
-from pipeline.demo import write_trainer_state
-from pipeline.demo_runs import write_demo_runs
+from pipeline.demo.run import write_trainer_state
+from pipeline.demo.runs import write_demo_runs
 from pipeline.ingest import ingest
 from pipeline.settings import Settings
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline import check_eval
+from pipeline.evaluation import check_eval
 
 
 @pytest.fixture(scope="module")

@@ -119,7 +119,7 @@ def wait_for_run(port: int, run_id: str, seconds: float = 240) -> str:
 
 @pytest.mark.slow
 def test_ui_opens_on_the_demo_materializations_and_launches_a_refresh(tmp_path, monkeypatch):
-    from pipeline.demo import materialize
+    from pipeline.demo.run import materialize
 
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     home = tmp_path / "home"

@@ -1,1 +1,2 @@
-"""Evaluation helpers: labelled synthetic runs for measuring the anomaly checks on data they were not tuned to."""
+"""How well the anomaly checks do on labelled runs they were not tuned to: the scorer (check_eval) over the demo,
+the vendored real runs and the synthetic generator (synthetic_runs)."""

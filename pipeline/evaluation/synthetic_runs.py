@@ -1,7 +1,7 @@
 """A second, independent generator of labelled GRPO-like training runs, for scoring the anomaly checks on shapes
 nobody tuned them to.
 
-``pipeline.demo_runs`` writes the demo; the checks were developed against it, so its precision/recall says little
+``pipeline.demo.runs`` writes the demo; the checks were developed against it, so its precision/recall says little
 about unseen runs. This module shares no code and no modelling choices with it:
 
 - **Outputs** are mostly what trainers write themselves: JSONL metric logs (one folder per run holding
@@ -27,7 +27,7 @@ about unseen runs. This module shares no code and no modelling choices with it:
   runs, single-point outliers, validation/checkpoint step-time spikes, evaluation rows sharing the step counter).
   The other half carry one or two injected problems with exact onsets. Steps are the trainer's own step (the
   ``global_step`` a trainer logs, 1-based); for ``_step`` exports and TRL-style W&B runs the warehouse step differs
-  and ``pipeline.check_eval`` maps labels through ``train/global_step``. ``end_step`` is null when the problem
+  and ``pipeline.evaluation.check_eval`` maps labels through ``train/global_step``. ``end_step`` is null when the problem
   lasts to the end. ``run_id`` of trainer-log runs is the ingest's id for the written path (it depends on where
   OUT_DIR is); names are unique per seed, so matching by name also works.
 - **Consistency**: every run is checked against the reference's rules of thumb (grpo-signals.md) before it is

@@ -23,8 +23,8 @@ def run_demo(
 ) -> None:
     """Sample runs and events, ingested and built. Events come from NDJSON files, or with ``axiom_emulator``
     through the real Axiom client against the emulator on 127.0.0.1 (the API path end to end)."""
-    from pipeline.demo_events import write_demo_events
-    from pipeline.demo_runs import write_demo_runs
+    from pipeline.demo.events import write_demo_events
+    from pipeline.demo.runs import write_demo_runs
 
     started = time.perf_counter()
     out = settings.home / "demo_runs"
@@ -52,7 +52,7 @@ def run_demo(
     if not axiom_emulator:
         settings = replace(settings, event_files=_with(settings.event_files, events.parent))
     else:
-        from pipeline.demo_events import serve_demo_events
+        from pipeline.demo.events import serve_demo_events
         from pipeline.sources import axiom
 
         with serve_demo_events(events) as (url, token):

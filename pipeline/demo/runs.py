@@ -712,7 +712,7 @@ def write_demo_runs(
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:
-        sys.exit("usage: python -m pipeline.demo_runs OUT_DIR [SEED] [SCALE]")
+        sys.exit("usage: python -m pipeline.demo.runs OUT_DIR [SEED] [SCALE]")
     t0 = time.perf_counter()
     result = write_demo_runs(
         sys.argv[1],

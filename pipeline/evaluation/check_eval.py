@@ -1,6 +1,6 @@
 """Score the anomaly checks against the demo runs' ground truth: precision, recall and detection delay per check.
 
-The demo (``pipeline.demo_runs``) injects known problems into otherwise healthy, noisy runs and writes them to
+The demo (``pipeline.demo.runs``) injects known problems into otherwise healthy, noisy runs and writes them to
 ``labels.json``. This module matches what ``sql/checks`` flags against those labels:
 
 - a flag on a run that has a label for that check counts as a true positive, unless it starts more than
@@ -18,7 +18,7 @@ W&B steps here, through the trainer step counter each run logs in ``history`` (`
 ``training/global_step``, ``global_step``): a trainer step maps to the first W&B step at which the counter reached
 it. A run without such a counter keeps its label steps as they are.
 
-``python -m pipeline.check_eval`` writes the demo into a fresh temporary home, ingests, builds, runs every check
+``python -m pipeline.evaluation.check_eval`` writes the demo into a fresh temporary home, ingests, builds, runs every check
 read-only and prints the table. ``--real`` scores the public runs vendored under ``tests/fixtures/real/`` instead,
 each labelled by reading its numbers (``LABELS.yaml``: problems with their check, onset and tolerance, plus flags
 that would not be wrong either): caught problems, missed ones and false alarms at warn/error, per check.
@@ -35,6 +35,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from pipeline.settings import PROJECT_ROOT
 
 TOLERANCE = 5  # a flag may start this many steps before the labelled onset and still count
 CLAIMS = ("warn", "error")  # the severities that claim a problem; info rows are findings, not alarms
@@ -248,7 +250,7 @@ def evaluate_demo(home: Path, seed: int = 7, scale: float = 1.0, progress=None) 
     """Write the demo into ``home``, ingest, build, run every check read-only, and score them."""
     from pipeline import warehouse
     from pipeline.checks import load_checks, run_checks
-    from pipeline.demo_runs import write_demo_runs
+    from pipeline.demo.runs import write_demo_runs
     from pipeline.ingest import ingest
     from pipeline.settings import Settings
 
@@ -316,7 +318,7 @@ def evaluate_synthetic(home: Path, seeds: Iterable[int] = range(5), progress=Non
     }
 
 
-REAL_FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "real"
+REAL_FIXTURES = PROJECT_ROOT / "tests" / "fixtures" / "real"
 
 
 def load_real_labels(folder: Path = REAL_FIXTURES) -> list[dict]:
@@ -433,7 +435,9 @@ def format_real(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.check_eval", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline.evaluation.check_eval", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--home", help="data home to use (default: a fresh temporary folder, removed afterwards)")
