@@ -55,6 +55,13 @@ def pytest_configure(config):
     )
 
 
+def pytest_collection_modifyitems(items):
+    """Files holding a test marked slow go first: xdist hands out whole files in this order, so the long ones start
+    early and the short ones fill in around them instead of one worker finishing a long file alone at the end."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: each file keeps its own order
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch, tmp_path):
     """Each test starts without the user's variables (as the session did), whatever an earlier test set."""

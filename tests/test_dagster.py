@@ -159,6 +159,7 @@ def refreshed(tmp_path_factory):
     return home, materializations, evaluations
 
 
+@pytest.mark.slow  # the refresh job over the demo, ~15 s (the fixture)
 def test_refresh_materializes_everything_and_reports(refreshed):
     home, materialized, evaluations = refreshed
     assert {

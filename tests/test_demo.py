@@ -19,6 +19,7 @@ def demo(tmp_path_factory):
     return Settings(home=home), out.stderr
 
 
+@pytest.mark.slow  # the demo through Dagster, ~35 s (the fixture)
 def test_demo_writes_ingests_builds_and_summarises(demo):
     settings, output = demo
     labels = json.loads((settings.home / "demo_runs" / "labels.json").read_text())

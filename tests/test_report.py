@@ -198,6 +198,7 @@ def test_runs_with_little_to_judge_get_a_report_that_says_why(tmp_path):
     assert nonfinite["verdict"] == "unhealthy" and nonfinite["root_cause"]["check"] == "loss_nonfinite"
 
 
+@pytest.mark.slow
 def test_batch_redraws_only_the_runs_that_changed(tmp_path):
     logs = tmp_path / "logs"
     rows = [{"step": s, "reward": 0.2 + 0.005 * s, "kl": 0.01, "grad_norm": 0.4} for s in range(60)]
