@@ -137,6 +137,7 @@ def cmd_report(args, settings: Settings) -> int:
             zip(
                 ("run_key", "name", "run_id"),
                 con.execute("select run_key, name, run_id from runs where run_key = $k", {"k": run_key}).fetchone(),
+                strict=False,
             )
         )
         out = Path(args.out) if args.out else run_report.report_dir(settings.reports_dir, run)
@@ -309,6 +310,7 @@ def _print_sql_table(relation, max_rows: int) -> None:
         except Exception:  # a result DuckDB cannot count again: count what is left of this one
             more = 1 + sum(1 for _ in _all_rows(relation))
     room = terminal.width(sys.stdout, fallback=PIPED_WIDTH)
+    assert room is not None  # a fallback width is given
     lines, hidden = terminal.table(relation.columns, rows, room, colour=terminal.colour_enabled(sys.stdout))
     if more > 0:
         lines.append(f"… {more} more row{'s' * (more != 1)} (use --max-rows or --format csv)")
@@ -353,6 +355,7 @@ def cmd_docs(args, settings: Settings) -> int:
     except dbt_docs.DocsUnavailable as exc:
         raise UserError(str(exc)) from None
     host, port = server.server_address[:2]
+    assert isinstance(host, str)  # an AF_INET server's address is (str, int)
     print(f"http://{host}:{port}/", flush=True)
     _say(f"serving the dbt docs in {folder} on {host} only; Ctrl-C stops")
     try:
@@ -611,7 +614,10 @@ def _os_message(exc: OSError, settings: Settings, command: str) -> str:
             "(or --home) at a folder"
         )
     if exc.errno == errno.EIO:
-        return f"input/output error on {path or settings.home}: the disk may be failing; check it, then run `grpolens {command}` again"
+        return (
+            f"input/output error on {path or settings.home}: the disk may be failing; check it, then run "
+            f"`grpolens {command}` again"
+        )
     return f"{reason}: {path}" if path else str(exc)
 
 

@@ -44,11 +44,7 @@ def files_sensor(name: str) -> dg.SensorDefinition:
 
 
 # Every file-based source has one; Axiom is polled by the refresh schedule.
-FILE_SENSORS = {
-    name: files_sensor(name)
-    for name in SOURCES
-    if hasattr(source_module(name), "pending_files")
-}
+FILE_SENSORS = {name: files_sensor(name) for name in SOURCES if hasattr(source_module(name), "pending_files")}
 
 
 @dg.sensor(
@@ -70,7 +66,9 @@ def wandb_cloud_sensor(context: dg.SensorEvaluationContext, grpolens: GrpolensRe
         )
     except Exception as exc:  # the key or the server; the cursor stays, so the next look covers this one's span
         return dg.SkipReason(wandb_cloud.scrub_secret(f"listing failed: {type(exc).__name__}: {exc}"))
-    known = set(context.instance.get_dynamic_partitions(wandb_cloud_runs.name))
+    partitions_name = wandb_cloud_runs.name
+    assert partitions_name is not None  # the definition is created with a name
+    known = set(context.instance.get_dynamic_partitions(partitions_name))
     new = sorted({ref.path for ref in listed} - known)
     return dg.SensorResult(
         run_requests=[dg.RunRequest(partition_key=ref.path, run_key=f"{ref.path}@{ref.signature}") for ref in changed],

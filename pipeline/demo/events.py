@@ -49,9 +49,8 @@ def _in(t: datetime, window: tuple[datetime, datetime]) -> bool:
     return window[0] <= t < window[1]
 
 
-def _p95(values: list[float]) -> float | None:
-    if not values:
-        return None
+def _p95(values: list[float]) -> float:
+    """The 95th percentile (nearest rank) of a non-empty list."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)]
 
@@ -138,7 +137,7 @@ def write_demo_events(path: Path, start: datetime, hours: float = 6, seed: int =
         fail_at = rng.uniform(0.2, 0.9) if failed else 2.0
         calls = 0
         tokens = 0
-        statuses = Counter()
+        statuses: Counter[str] = Counter()
         invalid = over = 0
         phases = [f"{season}{1901 + y}M" for y in range(horizon) for season in "SF"][:2]
         for p_index, phase in enumerate(phases):
@@ -358,13 +357,13 @@ def write_demo_events(path: Path, start: datetime, hours: float = 6, seed: int =
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
-        for _, event in events:
-            fh.write(json.dumps(event, separators=(",", ":")) + "\n")
+        for _, record in events:
+            fh.write(json.dumps(record, separators=(",", ":")) + "\n")
 
     def stats(window: tuple[datetime, datetime] | None) -> dict:
         inside = [r for r in rollouts if r["end"] < end and (window is None or _in(r["start"], window))]
         done = [r for r in inside if not r["failed"]]
-        orders = sum((r["statuses"] for r in inside), Counter())
+        orders: Counter[str] = sum((r["statuses"] for r in inside), Counter())
         total = sum(orders.values())
         return {
             "rollouts": len(inside),

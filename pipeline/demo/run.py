@@ -110,9 +110,11 @@ def materialize(settings: Settings, progress: Callable[[str], None]) -> dict[str
         raise DemoFailed(_first_failure(result))
     metadata = {}
     for event in result.get_asset_materialization_events():
-        materialization = event.event_specific_data.materialization
+        materialization = event.step_materialization_data.materialization
         metadata[materialization.asset_key.to_user_string()] = {k: v.value for k, v in materialization.metadata.items()}
-    checks = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+    checks = [
+        e.asset_check_evaluation_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"
+    ]
     for name in SOURCES:
         lake = next((m for key, m in metadata.items() if key.startswith(f"lake/{name}_")), None)
         if lake and lake.get("configured"):

@@ -24,7 +24,8 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -86,7 +87,7 @@ class _Spec:
     config: dict
     tags: list[str]
     group: str
-    rows: list[tuple[int | None, dict]]
+    rows: Sequence[tuple[int | None, dict]]
     define_trl_metrics: bool = False
 
 
@@ -191,11 +192,11 @@ class _League:
     def _game(self, players: list[str], step: int) -> None:
         """Rank players by a noisy performance; update each adjacent pair as a two-player TrueSkill win."""
         perf = {p: 25 + (self.true_elo(p, step) - 1000) / 40 + self.rng.normal(0, BETA) for p in players}
-        order = sorted(players, key=perf.get, reverse=True)
+        order = sorted(players, key=perf.__getitem__, reverse=True)
         for p in players:  # dynamics factor keeps sigmas from freezing
             self.rating[p][1] = math.sqrt(self.rating[p][1] ** 2 + TAU**2)
         before = {p: tuple(self.rating[p]) for p in players}
-        for win, lose in zip(order, order[1:]):
+        for win, lose in zip(order, order[1:], strict=False):
             (mw, sw), (ml, sl) = before[win], before[lose]
             c = math.sqrt(2 * BETA**2 + sw**2 + sl**2)
             t = (mw - ml) / c
@@ -210,13 +211,13 @@ class _League:
         """A few games among 3-5 players; returns the sparse trueskill/ and elo/ keys of those who played."""
         names = [p for p in self.rating if p not in exclude]
         # The policy in training plays every game under its newest checkpoint's name; opponents are sampled.
-        current = [max(self.ckpt_step, key=self.ckpt_step.get)] if self.ckpt_step else []
+        current = [max(self.ckpt_step, key=self.ckpt_step.__getitem__)] if self.ckpt_step else []
         others = [p for p in names if p not in current]
         k = min(len(others), int(self.rng.integers(3, 6)) - len(current))
         players = current + [str(p) for p in self.rng.choice(others, size=k, replace=False)]
         for _ in range(GAMES_PER_STEP):
             self._game(players, step)
-        out = {}
+        out: dict[str, float] = {}
         for p in players:
             mu, sigma = self.rating[p]
             key = p.replace("/", "_")
@@ -255,7 +256,7 @@ def _diplomacy_rows(
     cfg: dict,
     c: dict[str, np.ndarray],
     league: _League | None,
-    eval_steps: set[int] = frozenset(),
+    eval_steps: AbstractSet[int] = frozenset(),
 ) -> list[tuple[int, dict]]:
     """Per-step rows in the trainer's families; ``c`` holds the designed curves (reward, kl, clip, ...)."""
     spg, groups, years = cfg["samples_per_group"], cfg["num_groups_per_step"], cfg["rollout_horizon_years"]
@@ -329,7 +330,7 @@ def _league_specs(seed: int, scale: float) -> list[_Spec]:
     for name, learning in (("league-main", True), ("league-stalled", False)):
         rng, n = _rng(seed, name), _steps(200, scale)
         cfg = _diplomacy_config(5e-6, 0.02, n)
-        progress, warm = _sat(n, 0.45), int(0.2 * n)
+        progress = _sat(n, 0.45)
         if learning:
             reward = 0.18 + 0.42 * _learning(n) + _ar1(rng, n, 0.035)
             problems = []
@@ -574,7 +575,8 @@ def _verl_specs(seed: int, scale: float) -> list[_Spec]:
             problems.append(Problem("reward_plateau", 1, None, "critic/score/mean"))
         score_n = np.clip(score + _ar1(rng, n, 0.02 if name != "verl-plateau" else 0.012), 0, 1)
         grad = _grad(rng, n, 0.3) * grad_mult
-        val_every, save_every, rows = 10, 50, []
+        val_every, save_every = 10, 50
+        rows: list[tuple[int, dict[str, float | str]]] = []
         rows.append((0, {"val-core/gsm8k/acc/mean@1": float(np.clip(score[0] + rng.normal(0, 0.01), 0, 1))}))
         for i in range(n):
             step, L = i + 1, float(max(length[i] * np.exp(rng.normal(0, 0.025)), 3.0))
@@ -594,7 +596,7 @@ def _verl_specs(seed: int, scale: float) -> list[_Spec]:
             t["step"] = sum(t.values()) + 0.4
             tokens = int(1024 * (220 + L))
             sc = float(score_n[i])
-            row = {
+            row: dict[str, float | str] = {
                 "actor/entropy": float(entropy[i] * np.exp(rng.normal(0, 0.03))),
                 "actor/grad_norm": float(grad[i]),
                 "actor/pg_loss": float(rng.normal(0, 0.008)),

@@ -18,8 +18,8 @@ W&B steps here, through the trainer step counter each run logs in ``history`` (`
 ``training/global_step``, ``global_step``): a trainer step maps to the first W&B step at which the counter reached
 it. A run without such a counter keeps its label steps as they are.
 
-``python -m pipeline.evaluation.check_eval`` writes the demo into a fresh temporary home, ingests, builds, runs every check
-read-only and prints the table. ``--real`` scores the public runs vendored under ``tests/fixtures/real/`` instead,
+``python -m pipeline.evaluation.check_eval`` writes the demo into a fresh temporary home, ingests, builds, runs every
+check read-only and prints the table. ``--real`` scores the public runs vendored under ``tests/fixtures/real/`` instead,
 each labelled by reading its numbers (``LABELS.yaml``: problems with their check, onset and tolerance, plus flags
 that would not be wrong either): caught problems, missed ones and false alarms at warn/error, per check.
 """
@@ -35,6 +35,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, overload
 
 from pipeline.settings import PROJECT_ROOT
 
@@ -125,6 +126,10 @@ def step_maps(con, run_keys: Iterable[str]) -> dict[str, list[tuple[float, int]]
     return out
 
 
+@overload
+def to_wandb_step(mapping: list[tuple[float, int]], trainer_step: int) -> int: ...
+@overload
+def to_wandb_step(mapping: list[tuple[float, int]], trainer_step: None) -> None: ...
 def to_wandb_step(mapping: list[tuple[float, int]], trainer_step: int | None) -> int | None:
     """The first W&B step at which the trainer counter reached ``trainer_step`` (its last step if it never did)."""
     if trainer_step is None or not mapping:
@@ -282,7 +287,8 @@ def evaluate_synthetic(home: Path, seeds: Iterable[int] = range(5), progress=Non
     from pipeline.settings import Settings
 
     say = progress or (lambda _msg: None)
-    per_seed, pooled = {}, {}
+    per_seed: dict[int, dict] = {}
+    pooled: dict[str, CheckScore] = {}
     for seed in seeds:
         seed_home = Path(home).resolve() / f"seed-{seed}"
         out = seed_home / "runs"
@@ -341,7 +347,14 @@ def score_real(runs: list[dict], flags: dict[str, list[dict]]) -> dict:
     A problem is caught by a claim of its check that starts no earlier than ``tolerance`` steps before its onset (a
     later onset still catches it: rules need evidence first). Any other claim is a false alarm, unless the labels
     call that check acceptable on the run (borderline, or an info-level truth a rule may state more strongly)."""
-    out = {"runs": len(runs), "problems": 0, "caught": 0, "missed": [], "false_alarms": [], "per_check": {}}
+    out: dict[str, Any] = {
+        "runs": len(runs),
+        "problems": 0,
+        "caught": 0,
+        "missed": [],
+        "false_alarms": [],
+        "per_check": {},
+    }
 
     def tally(check: str, field: str) -> None:
         entry = out["per_check"].setdefault(check, {"problems": 0, "caught": 0, "false_alarms": 0})

@@ -27,9 +27,9 @@ about unseen runs. This module shares no code and no modelling choices with it:
   runs, single-point outliers, validation/checkpoint step-time spikes, evaluation rows sharing the step counter).
   The other half carry one or two injected problems with exact onsets. Steps are the trainer's own step (the
   ``global_step`` a trainer logs, 1-based); for ``_step`` exports and TRL-style W&B runs the warehouse step differs
-  and ``pipeline.evaluation.check_eval`` maps labels through ``train/global_step``. ``end_step`` is null when the problem
-  lasts to the end. ``run_id`` of trainer-log runs is the ingest's id for the written path (it depends on where
-  OUT_DIR is); names are unique per seed, so matching by name also works.
+  and ``pipeline.evaluation.check_eval`` maps labels through ``train/global_step``. ``end_step`` is null when the
+  problem lasts to the end. ``run_id`` of trainer-log runs is the ingest's id for the written path (it depends on
+  where OUT_DIR is); names are unique per seed, so matching by name also works.
 - **Consistency**: every run is checked against the reference's rules of thumb (grpo-signals.md) before it is
   kept: a condition that no label claims (a KL spike, a truncated share >= 5%, zero-variance groups, a phase above
   60% of the step...) makes the run be drawn again, so an unlabelled flag is a real false positive.
@@ -51,6 +51,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -266,8 +267,8 @@ def _compose(seed: int, n_runs: int, n_wandb: int) -> list[_Plan]:
     flavours = [HEALTHY_FLAVOURS[i] for i in rng.permutation(len(HEALTHY_FLAVOURS))]
     kinds: list[tuple[list[str], str]] = []
     for i in range(n_problem):
-        variants = PROBLEM_CLASSES[order[i % len(order)]]
-        primary = _pick(rng, variants).name
+        class_variants = PROBLEM_CLASSES[order[i % len(order)]]
+        primary = _pick(rng, class_variants).name
         chosen = [primary]
         if primary != "nan_terminal" and VARIANTS[primary].labels == 1 and rng.random() < 0.3:
             options = [
@@ -449,7 +450,7 @@ class _Run:
     steps: np.ndarray
     knobs: dict
     L: dict = field(default_factory=dict)  # latent processes at the logged points
-    O: dict = field(default_factory=dict)  # observed series, what is written
+    obs: dict = field(default_factory=dict)  # observed series, what is written
     comps: dict = field(default_factory=dict)  # function -> (mean, std) arrays
     timing: dict = field(default_factory=dict)  # verl phases
     labels: list = field(default_factory=list)
@@ -863,9 +864,9 @@ def _kl_spike(run: _Run, with_grad: bool = False) -> None:
     width = len(vals)
 
     def inject(r: _Run) -> None:
-        r.O["kl"][k : k + width] = vals
-        if r.plan.framework == "trl" and "loss" in r.O:
-            r.O["loss"][k : k + width] += r.knobs["beta"] * np.asarray(vals)
+        r.obs["kl"][k : k + width] = vals
+        if r.plan.framework == "trl" and "loss" in r.obs:
+            r.obs["loss"][k : k + width] += r.knobs["beta"] * np.asarray(vals)
 
     run.post.append(inject)
     run.label("kl_spike", k, k + width - 1, run.key("kl"), "error" if peak >= 1.0 else "warn")
@@ -873,7 +874,7 @@ def _kl_spike(run: _Run, with_grad: bool = False) -> None:
         factor = math.exp(rng.uniform(math.log(8.0), math.log(40.0)))
 
         def grad(r: _Run) -> None:
-            r.O["grad"][k] *= factor
+            r.obs["grad"][k] *= factor
 
         run.post.append(grad)
         run.label("grad_norm_spike", k, k, run.key("grad"), "error" if factor >= 10 else "warn")
@@ -898,7 +899,7 @@ def _grad_spike(run: _Run) -> None:
     factor = math.exp(rng.uniform(math.log(6.0), math.log(60.0)))
 
     def inject(r: _Run) -> None:
-        r.O["grad"][k : k + width] *= factor
+        r.obs["grad"][k : k + width] *= factor
 
     run.post.append(inject)
     run.label("grad_norm_spike", k, k + width - 1, run.key("grad"), "error" if factor >= 10 else "warn")
@@ -911,8 +912,8 @@ def _nan_episode(run: _Run) -> None:
     grad_value = _pick(rng, (math.nan, math.inf))
 
     def inject(r: _Run) -> None:
-        r.O["loss"][k : k + width] = math.nan
-        r.O["grad"][k : k + width] = grad_value
+        r.obs["loss"][k : k + width] = math.nan
+        r.obs["grad"][k : k + width] = grad_value
 
     run.post.append(inject)
     run.label("loss_nonfinite", k, k + width - 1, run.key("loss"), "error")
@@ -925,8 +926,8 @@ def _nan_terminal(run: _Run) -> None:
 
     def inject(r: _Run) -> None:
         for name in ("loss", "grad", "kl", "entropy"):
-            if name in r.O:
-                r.O[name][k:] = math.nan
+            if name in r.obs:
+                r.obs[name][k:] = math.nan
         r.end = dies
 
     run.post.append(inject)
@@ -1006,7 +1007,7 @@ def _hack_verl(run: _Run) -> None:
     L["eval"] = np.where(after, level - rng.uniform(0.1, 0.4) * u + 0.05 * _ar_t(rng, n, 0.5, 3.0), L["eval"])
     L["score_extra"] = np.where(after, rng.uniform(1.0, 2.0) * u, 0.0)
     run.label("reward_hacking", k, None, run.key("reward"), "warn")
-    run.knobs["val_every"] = int(max(1, min(rng.integers(3, 8), (n - k) // 10)))
+    run.knobs["val_every"] = int(max(1, min(int(rng.integers(3, 8)), (n - k) // 10)))
 
 
 def _ensure_components(run: _Run, n_shaping: int) -> None:
@@ -1120,7 +1121,7 @@ def _observe(run: _Run) -> None:
     offsets = rng.normal(0.0, k["sd_prompt"], (n, groups))
     p_task = _expit((L["task"] + L["score_extra"])[:, None] + offsets)
     correct = (rng.random(shape3) < p_task[:, :, None]).astype(float)
-    O = run.O
+    obs = run.obs
     if p.framework == "verl":
         fmt_ok = rng.random(shape3) < _expit(L["fmt"])[:, None, None]
         score = {
@@ -1129,7 +1130,7 @@ def _observe(run: _Run) -> None:
             "pm1": 2 * correct - 1,
         }[p.score_kind]
         total = score
-        O["score_max"], O["score_min"] = total.max(axis=(1, 2)), total.min(axis=(1, 2))
+        obs["score_max"], obs["score_min"] = total.max(axis=(1, 2)), total.min(axis=(1, 2))
     else:
         total = np.zeros(shape3)
         comps = p.components or [("__single__", "task")]
@@ -1149,23 +1150,23 @@ def _observe(run: _Run) -> None:
             total = total + v
             if func != "__single__":
                 run.comps[func] = (v.mean(axis=(1, 2)), v.std(axis=(1, 2)))
-    O["reward"] = total.mean(axis=(1, 2))
+    obs["reward"] = total.mean(axis=(1, 2))
     gstd = total.std(axis=2, ddof=1)
-    O["reward_std"] = gstd.mean(axis=1)
-    O["frac"] = (np.ptp(total, axis=2) == 0).mean(axis=1)
-    O["reward_max"], O["reward_min"] = total.max(axis=(1, 2)), total.min(axis=(1, 2))
-    O["adv_mean"] = rng.normal(0.0, 2e-3, n)
-    O["adv_max"] = np.where(gstd.max(axis=1) > 0, rng.uniform(1.0, 2.6, n), 0.0)
-    O["adv_min"] = -O["adv_max"] * rng.uniform(0.6, 1.0, n)
+    obs["reward_std"] = gstd.mean(axis=1)
+    obs["frac"] = (np.ptp(total, axis=2) == 0).mean(axis=1)
+    obs["reward_max"], obs["reward_min"] = total.max(axis=(1, 2)), total.min(axis=(1, 2))
+    obs["adv_mean"] = rng.normal(0.0, 2e-3, n)
+    obs["adv_max"] = np.where(gstd.max(axis=1) > 0, rng.uniform(1.0, 2.6, n), 0.0)
+    obs["adv_min"] = -obs["adv_max"] * rng.uniform(0.6, 1.0, n)
 
-    O["kl"] = L["kl"].copy()
-    O["entropy"] = L["entropy"].copy()
-    O["grad"] = L["grad"].copy()
-    O["lr"] = L["lr"].copy()
-    O["clipfrac"] = np.clip(L["clipfrac"], 0, 1)
+    obs["kl"] = L["kl"].copy()
+    obs["entropy"] = L["entropy"].copy()
+    obs["grad"] = L["grad"].copy()
+    obs["lr"] = L["lr"].copy()
+    obs["clipfrac"] = np.clip(L["clipfrac"], 0, 1)
     noise = k["sigma_l"] * _ar_t(rng, n, 0.2, k["dof"], 5.0)
-    O["loss"] = (k["beta"] * O["kl"] + noise) if p.framework == "trl" else noise * 3
-    O["ppo_kl"] = np.abs(rng.normal(0, 2e-4, n)) * (1 + 50 * O["clipfrac"])
+    obs["loss"] = (k["beta"] * obs["kl"] + noise) if p.framework == "trl" else noise * 3
+    obs["ppo_kl"] = np.abs(rng.normal(0, 2e-4, n)) * (1 + 50 * obs["clipfrac"])
 
     # Lengths: log-normal per-sample lengths around the latent mean, cut at the configured limit.
     s = k["sigma_s"]
@@ -1184,17 +1185,17 @@ def _observe(run: _Run) -> None:
     samples = groups * G
     loops = L["loops"]
     clipped = rng.binomial(samples, np.clip(p_clip * (1 - loops) + loops, 0, 1)) / samples
-    O["clip_share"] = clipped
-    O["len"] = np.minimum(
+    obs["clip_share"] = clipped
+    obs["len"] = np.minimum(
         limit, ((1 - loops) * trunc_mean + loops * limit) * (1 + rng.normal(0, s / math.sqrt(samples), n))
     )
     zmax = math.sqrt(2 * math.log(samples)) + rng.normal(0, 0.25, n)
-    O["len_max"] = np.where(clipped > 0, limit, np.minimum(limit, np.exp(mu + s * zmax)))
-    O["len_min"] = np.maximum(1.0, np.minimum(O["len"], np.exp(mu - s * (zmax + rng.normal(0, 0.2, n)))))
-    O["len_max"] = np.maximum(O["len_max"], O["len"])
-    term = np.where(clipped < 1, (O["len"] - clipped * limit) / np.maximum(1e-9, 1 - clipped), O["len"])
-    O["len_term"] = np.clip(term, 1.0, limit)
-    O["prompt_len"] = k["prompt_len"] * np.exp(rng.normal(0, 0.05, n))
+    obs["len_max"] = np.where(clipped > 0, limit, np.minimum(limit, np.exp(mu + s * zmax)))
+    obs["len_min"] = np.maximum(1.0, np.minimum(obs["len"], np.exp(mu - s * (zmax + rng.normal(0, 0.2, n)))))
+    obs["len_max"] = np.maximum(obs["len_max"], obs["len"])
+    term = np.where(clipped < 1, (obs["len"] - clipped * limit) / np.maximum(1e-9, 1 - clipped), obs["len"])
+    obs["len_term"] = np.clip(term, 1.0, limit)
+    obs["prompt_len"] = k["prompt_len"] * np.exp(rng.normal(0, 0.05, n))
 
     # verl step-time phases, proportional to the tokens each handles.
     if p.framework == "verl":
@@ -1215,9 +1216,9 @@ def _observe(run: _Run) -> None:
                 run.timing["testing"][i] = k["T0"] * rng.uniform(0.3, 1.2)
             if run.knobs["save_every"] and st % run.knobs["save_every"] == 0:
                 run.timing["save_checkpoint"][i] = k["T0"] * rng.uniform(0.05, 0.3)
-        O["step_time"] = step + np.nan_to_num(run.timing["testing"]) + np.nan_to_num(run.timing["save_checkpoint"])
-        O["tokens"] = samples * (mean_len + k["prompt_len"])
-        O["throughput"] = O["tokens"] / O["step_time"] / 8.0
+        obs["step_time"] = step + np.nan_to_num(run.timing["testing"]) + np.nan_to_num(run.timing["save_checkpoint"])
+        obs["tokens"] = samples * (mean_len + k["prompt_len"])
+        obs["throughput"] = obs["tokens"] / obs["step_time"] / 8.0
     _evals(run)
 
 
@@ -1230,7 +1231,7 @@ def _phase_shares(rng, with_ref: bool) -> dict[str, float]:
         w = rng.dirichlet(alpha * 3)
         if w.max() < 0.5:
             break
-    return dict(zip(names, w.tolist()))
+    return dict(zip(names, w.tolist(), strict=True))
 
 
 def _evals(run: _Run) -> None:
@@ -1250,14 +1251,14 @@ def _evals(run: _Run) -> None:
         acc = float(np.mean(_expit(run.L["eval"][i] + offsets)))
         run.evals[i] = {
             "accuracy": rng.binomial(k["n_eval"], acc) / k["n_eval"],
-            "loss": float(run.O["loss"][i] + abs(rng.normal(0, 0.01))),
-            "reward": float(run.O["reward"][i] * rng.uniform(0.9, 1.05)),
+            "loss": float(run.obs["loss"][i] + abs(rng.normal(0, 0.01))),
+            "reward": float(run.obs["reward"][i] * rng.uniform(0.9, 1.05)),
         }
 
 
 def _implied(run: _Run) -> None:
     """Labels that follow from what was observed: a saturated or collapsed reward leaves groups tied."""
-    frac = run.O["frac"]
+    frac = run.obs["frac"]
     logs_frac = "frac" in run.plan.features()
     start = run.knobs.get("zero_var_at", run.knobs.get("collapse_at"))
     if start is None or not logs_frac:
@@ -1279,7 +1280,7 @@ def _implied(run: _Run) -> None:
 def _hidden_problems(run: _Run) -> list[str]:
     """Conditions the reference (grpo-signals.md) calls problems that no label claims. A labelled check is only
     held to them before its onset."""
-    p, O, out = run.plan, run.O, []
+    p, obs, out = run.plan, run.obs, []
     n = run.end or run.n
     f = p.features()
 
@@ -1287,7 +1288,7 @@ def _hidden_problems(run: _Run) -> list[str]:
         return run.exempt.get(check, n)
 
     def series(name):
-        return O[name][:n]
+        return obs[name][:n]
 
     kl, grad, ent, length = series("kl"), series("grad"), series("entropy"), series("len")
     # A run not labelled as stalled must visibly learn before any reward problem starts: the reward's rise (median
@@ -1307,9 +1308,12 @@ def _hidden_problems(run: _Run) -> list[str]:
             out.append("kl_spike")
         if (_window(kl, 10, np.nanmedian)[: upto("kl_drift")] > 0.1).any():
             out.append("kl_drift")
-        if "reward_plateau" not in run.exempt and "too_conservative" not in run.exempt:
-            if float(np.nanmedian(kl[n // 2 :])) < 0.005:
-                out.append("too_conservative")
+        if (
+            "reward_plateau" not in run.exempt
+            and "too_conservative" not in run.exempt
+            and float(np.nanmedian(kl[n // 2 :])) < 0.005
+        ):
+            out.append("too_conservative")
     if "entropy" in f:
         early = float(np.nanmedian(ent[: max(3, n // 10)]))
         low = _window(ent, 5, np.nanmedian)
@@ -1326,9 +1330,8 @@ def _hidden_problems(run: _Run) -> list[str]:
     if not np.isfinite(series("loss")[: upto("loss_nonfinite")]).all():
         out.append("loss_nonfinite")
     m = upto("response_truncation")
-    if "clip_key" in f:
-        if (_window(series("clip_share"), 5, np.nanmedian)[:m] >= 0.04).any():
-            out.append("response_truncation")
+    if "clip_key" in f and (_window(series("clip_share"), 5, np.nanmedian)[:m] >= 0.04).any():
+        out.append("response_truncation")
     if (_window(length, 5, np.nanmedian)[:m] >= 0.9 * run.config["max_length"]).any():
         out.append("response_truncation (pinned)")
     lbase = _window(length, 20, np.nanmedian, trailing=True)
@@ -1392,45 +1395,45 @@ def _sig(x, digits: int = 6) -> list:
 
 def _train_rows(run: _Run) -> list[dict]:
     """One dict per logged point, keys as the run's framework writes them (no step field yet)."""
-    p, O, n = run.plan, run.O, run.end or run.n
+    p, obs, n = run.plan, run.obs, run.end or run.n
     rows: list[dict] = [dict() for _ in range(n)]
 
     def put(key, values, periodic: bool = False):
-        for row, v in zip(rows, values):
+        for row, v in zip(rows, values, strict=False):
             if not (periodic and math.isnan(v)):  # periodic phases are only logged on the steps that ran them
                 row[key] = v
 
     if p.framework == "verl":
         tm = run.timing
-        put("actor/entropy", _sig(O["entropy"][:n]))
-        put("actor/grad_norm", _sig(O["grad"][:n]))
-        put("actor/pg_loss", _sig(O["loss"][:n]))
-        put("actor/pg_clipfrac", _sig(O["clipfrac"][:n]))
-        put("actor/ppo_kl", _sig(O["ppo_kl"][:n]))
+        put("actor/entropy", _sig(obs["entropy"][:n]))
+        put("actor/grad_norm", _sig(obs["grad"][:n]))
+        put("actor/pg_loss", _sig(obs["loss"][:n]))
+        put("actor/pg_clipfrac", _sig(obs["clipfrac"][:n]))
+        put("actor/ppo_kl", _sig(obs["ppo_kl"][:n]))
         if p.has_kl:
-            put("actor/kl_loss", _sig(O["kl"][:n]))
+            put("actor/kl_loss", _sig(obs["kl"][:n]))
             put("actor/kl_coef", [run.knobs["beta"]] * n)
-        put("actor/lr", _sig(O["lr"][:n]))
-        put("critic/score/mean", _r(O["reward"][:n], 6))
-        put("critic/score/max", _r(O["score_max"][:n]))
-        put("critic/score/min", _r(O["score_min"][:n]))
-        put("critic/rewards/mean", _r(O["reward"][:n], 6))
-        put("critic/rewards/max", _r(O["score_max"][:n]))
-        put("critic/rewards/min", _r(O["score_min"][:n]))
-        put("critic/advantages/mean", _sig(O["adv_mean"][:n]))
-        put("critic/advantages/max", _sig(O["adv_max"][:n]))
-        put("critic/advantages/min", _sig(O["adv_min"][:n]))
-        put("response_length/mean", _r(O["len"][:n], 3))
-        put("response_length/max", _r(np.round(O["len_max"][:n])))
-        put("response_length/min", _r(np.round(O["len_min"][:n])))
-        put("response_length/clip_ratio", _r(O["clip_share"][:n], 6))
-        put("prompt_length/mean", _r(O["prompt_len"][:n], 3))
+        put("actor/lr", _sig(obs["lr"][:n]))
+        put("critic/score/mean", _r(obs["reward"][:n], 6))
+        put("critic/score/max", _r(obs["score_max"][:n]))
+        put("critic/score/min", _r(obs["score_min"][:n]))
+        put("critic/rewards/mean", _r(obs["reward"][:n], 6))
+        put("critic/rewards/max", _r(obs["score_max"][:n]))
+        put("critic/rewards/min", _r(obs["score_min"][:n]))
+        put("critic/advantages/mean", _sig(obs["adv_mean"][:n]))
+        put("critic/advantages/max", _sig(obs["adv_max"][:n]))
+        put("critic/advantages/min", _sig(obs["adv_min"][:n]))
+        put("response_length/mean", _r(obs["len"][:n], 3))
+        put("response_length/max", _r(np.round(obs["len_max"][:n])))
+        put("response_length/min", _r(np.round(obs["len_min"][:n])))
+        put("response_length/clip_ratio", _r(obs["clip_share"][:n], 6))
+        put("prompt_length/mean", _r(obs["prompt_len"][:n], 3))
         for phase in ("gen", "old_log_prob", "ref", "reward", "adv", "update_actor", "testing", "save_checkpoint"):
             if phase in tm:
                 put(f"timing_s/{phase}", _r(tm[phase][:n], 4), periodic=phase in ("testing", "save_checkpoint"))
-        put("timing_s/step", _r(O["step_time"][:n], 4))
-        put("perf/total_num_tokens", _r(np.round(O["tokens"][:n])))
-        put("perf/throughput", _r(O["throughput"][:n], 3))
+        put("timing_s/step", _r(obs["step_time"][:n], 4))
+        put("perf/total_num_tokens", _r(np.round(obs["tokens"][:n])))
+        put("perf/throughput", _r(obs["throughput"][:n], 3))
         if p.custom_noise:
             put("perf/max_memory_allocated_gb", _r(40 + 20 * np.random.default_rng(p.index).random(n), 3))
         if p.counter:
@@ -1444,38 +1447,38 @@ def _train_rows(run: _Run) -> list[dict]:
         return rows
 
     x = p.prefix
-    put(x + "loss", _sig(O["loss"][:n]))
-    put(x + "grad_norm", _sig(O["grad"][:n]))
-    put(x + "learning_rate", _sig(O["lr"][:n], 8))
+    put(x + "loss", _sig(obs["loss"][:n]))
+    put(x + "grad_norm", _sig(obs["grad"][:n]))
+    put(x + "learning_rate", _sig(obs["lr"][:n], 8))
     put(
         x + "num_tokens",
         np.cumsum(
-            np.round(O["len"][:n] + O["prompt_len"][:n]) * run.knobs["B"] * run.knobs["G"] * p.log_every
+            np.round(obs["len"][:n] + obs["prompt_len"][:n]) * run.knobs["B"] * run.knobs["G"] * p.log_every
         ).tolist(),
     )
     if p.trl_new:
-        put(x + "completions/mean_length", _r(O["len"][:n], 4))
-        put(x + "completions/min_length", _r(np.round(O["len_min"][:n])))
-        put(x + "completions/max_length", _r(np.round(O["len_max"][:n])))
+        put(x + "completions/mean_length", _r(obs["len"][:n], 4))
+        put(x + "completions/min_length", _r(np.round(obs["len_min"][:n])))
+        put(x + "completions/max_length", _r(np.round(obs["len_max"][:n])))
         if p.has_clip_key:
-            put(x + "completions/clipped_ratio", _r(O["clip_share"][:n], 6))
-        put(x + "completions/mean_terminated_length", _r(O["len_term"][:n], 4))
+            put(x + "completions/clipped_ratio", _r(obs["clip_share"][:n], 6))
+        put(x + "completions/mean_terminated_length", _r(obs["len_term"][:n], 4))
     else:
-        put(x + "completion_length", _r(O["len"][:n], 4))
+        put(x + "completion_length", _r(obs["len"][:n], 4))
     for func, (mean, std) in run.comps.items():
         put(_comp_key(p, func), _r(mean[:n], 6))
         if p.trl_new:
             put(f"{x}rewards/{func}/std", _r(std[:n], 6))
-    put(x + "reward", _r(O["reward"][:n], 6))
-    put(x + "reward_std", _r(O["reward_std"][:n], 6))
+    put(x + "reward", _r(obs["reward"][:n], 6))
+    put(x + "reward_std", _r(obs["reward_std"][:n], 6))
     if "frac" in p.features():
-        put(x + "frac_reward_zero_std", _r(O["frac"][:n], 6))
+        put(x + "frac_reward_zero_std", _r(obs["frac"][:n], 6))
     if p.has_kl:
-        put(x + "kl", _sig(O["kl"][:n]))
+        put(x + "kl", _sig(obs["kl"][:n]))
     if p.has_entropy:
-        put(x + "entropy", _sig(O["entropy"][:n]))
+        put(x + "entropy", _sig(obs["entropy"][:n]))
     if p.trl_new and p.has_clipratio:
-        cf = O["clipfrac"][:n]
+        cf = obs["clipfrac"][:n]
         put(x + "clip_ratio/low_mean", _sig(cf * 0.4))
         put(x + "clip_ratio/high_mean", _sig(cf * 0.6))
         put(x + "clip_ratio/region_mean", _sig(cf))
@@ -1742,10 +1745,11 @@ def _write_wandb(runs: list[_Run], out: Path) -> None:
 
 def _wait_for_exit_records(folders: list[Path], timeout: float = 30.0) -> None:
     """finish() can return before wandb's writer has flushed the file's end: wait for each exit record."""
-    from wandb.proto import wandb_internal_pb2 as pb
+    from wandb.proto import wandb_internal_pb2 as _pb
 
     from pipeline.sources import wandb_log
 
+    pb: Any = _pb  # its message classes are built at import time by protobuf (per protobuf version): mypy sees none
     deadline = time.monotonic() + timeout
     for folder in folders:
         while True:
