@@ -124,7 +124,8 @@ def print_cloud(c: dict) -> None:
     )
     print(
         f"   {c['runs']} runs x {c['rows'] // c['runs']:,} history rows (80% served as Parquet exports, the rest live):"
-        f" median {c['ingest_s_median']:.2f}s = {c['rows_per_s']:,.0f} history rows/s ({c['values_per_s']:,.0f} values/s)"
+        f" median {c['ingest_s_median']:.2f}s = {c['rows_per_s']:,.0f} history rows/s"
+        f" ({c['values_per_s']:,.0f} values/s)"
     )
     verdict = (
         "met" if c["noop_command_s_median"] < c["noop_target_s"] and c["noop_history_requests"] == 0 else "NOT met"

@@ -89,9 +89,12 @@ def write_set(spec: dict, folder: Path) -> dict:
         )
         for step in range(spec["steps"]):
             vals = rng.standard_normal(len(dense_keys)) * 10
-            row = {k: (int(abs(v) * 1000) if is_int else float(v)) for k, v, is_int in zip(dense_keys, vals, int_mask)}
+            row = {
+                k: (int(abs(v) * 1000) if is_int else float(v))
+                for k, v, is_int in zip(dense_keys, vals, int_mask, strict=True)
+            }
             if sparse_keys and step % spec["sparse_every"] == 0:
-                row.update(zip(sparse_keys, rng.standard_normal(len(sparse_keys)).tolist()))
+                row.update(zip(sparse_keys, rng.standard_normal(len(sparse_keys)).tolist(), strict=True))
             run.log(row)
         run.finish()
     wandb.teardown()  # finish() can return before wandb-core has written the tail of the last run's file

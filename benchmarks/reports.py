@@ -104,7 +104,7 @@ def write_sweep_logs(folder: Path, runs: int = 50, steps: int = 2000, seed: int 
                 "loss": 0.01,
                 "completion_length": 300.0,
             }
-            for s, r in zip(t, reward)
+            for s, r in zip(t, reward, strict=True)
         ]
         state = {
             "global_step": steps,

@@ -67,7 +67,8 @@ def sized(spec: dict, quick: bool) -> dict:
 
 
 def ensure_set(spec: dict) -> tuple[Path, dict, str]:
-    """The set's folder, its manifest, and whether it was reused or written now (in a child: wandb stays out of here)."""
+    """The set's folder, its manifest, and whether it was reused or written now (in a child: wandb stays out of
+    here)."""
     folder = DATA / spec["name"]
     if gen.manifest_ok(folder, spec):
         return folder, gen.load_manifest(folder), "reused"
@@ -103,7 +104,7 @@ def warm_cache(files: list[Path]) -> int:
 
 def child(*args: str) -> dict:
     proc = subprocess.run([PYTHON, "-m", "benchmarks.child", *args], cwd=ROOT, capture_output=True, text=True)
-    line = next((l for l in proc.stdout.splitlines() if l.startswith("CHILD_JSON ")), None)
+    line = next((text for text in proc.stdout.splitlines() if text.startswith("CHILD_JSON ")), None)
     if proc.returncode != 0 or line is None:
         raise SystemExit(f"benchmark child {args[:2]} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
     return json.loads(line[len("CHILD_JSON ") :])
@@ -404,7 +405,8 @@ def print_report(res: dict) -> None:
     verdict = "MET" if r["noop_target_met"] else "NOT MET"
     print(
         f"   no-op `grpolens refresh` (whole command): median {r['noop_refresh_s_median']:.3f}s "
-        f"(range {spread(r['noop_refresh_s_all'])}, {r['repeats']} repeats; target < {r['noop_target_s']:.0f}s: {verdict})"
+        f"(range {spread(r['noop_refresh_s_all'])}, {r['repeats']} repeats; "
+        f"target < {r['noop_target_s']:.0f}s: {verdict})"
     )
     print(
         f"     of which: bare `python -c pass` {r['python_startup_s_median']:.3f}s; "
@@ -508,7 +510,13 @@ def main(argv: list[str] | None = None) -> int:
     say("5. checks on the labelled suite")
     import tempfile
 
-    from pipeline.evaluation.check_eval import evaluate_demo, evaluate_real, evaluate_synthetic, format_real, format_table
+    from pipeline.evaluation.check_eval import (
+        evaluate_demo,
+        evaluate_real,
+        evaluate_synthetic,
+        format_real,
+        format_table,
+    )
 
     with tempfile.TemporaryDirectory(prefix="grpolens-bench-checks-") as tmp:
         checks_started = time.perf_counter()

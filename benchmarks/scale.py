@@ -39,7 +39,7 @@ def say(msg: str) -> None:
 def measured(args: list[str], env: dict) -> dict:
     exe = str(Path(sys.executable).with_name("grpolens"))
     proc = subprocess.run([sys.executable, "-c", _MEASURE, exe, *args], env=env, capture_output=True, text=True)
-    line = next((l for l in proc.stdout.splitlines() if l.startswith("MEASURE ")), None)
+    line = next((text for text in proc.stdout.splitlines() if text.startswith("MEASURE ")), None)
     if line is None:
         raise SystemExit(f"grpolens {' '.join(args)} could not be measured:\n{proc.stderr[-2000:]}")
     code, wall, peak = line.split()[1:]
@@ -109,7 +109,8 @@ def print_scale(results: list[dict]) -> None:
         grown = b["values"] / a["values"]
         print(
             f"   {b['label']} holds {grown:.0f}x the values of {a['label']}: first refresh x"
-            f"{b['full']['s'] / a['full']['s']:.2f}, build --full-refresh x{b['rebuild']['s'] / a['rebuild']['s']:.2f}, "
+            f"{b['full']['s'] / a['full']['s']:.2f}, "
+            f"build --full-refresh x{b['rebuild']['s'] / a['rebuild']['s']:.2f}, "
             f"+1% refresh x{b['incremental']['s'] / a['incremental']['s']:.2f} (it adds x"
             f"{b['added_values'] / a['added_values']:.0f} the values), check x{b['check']['s'] / a['check']['s']:.2f}"
         )

@@ -36,7 +36,9 @@ def key_names(metrics: int) -> list[str]:
     others = [
         f"{family}/x{j:03d}"
         for j, family in zip(
-            range(max(0, metrics - len(MAPPED))), ("actor", "critic", "timing_s", "perf", "val-core") * 1000
+            range(max(0, metrics - len(MAPPED))),
+            ("actor", "critic", "timing_s", "perf", "val-core") * 1000,
+            strict=False,  # the families repeat far more often than needed
         )
     ]
     return [*MAPPED[:metrics], *others]
@@ -54,7 +56,7 @@ def _lines(run: int, first_step: int, steps: int, keys: list[str], seed: int) ->
     values = level * (1.0 + 0.3 * walk)
     template = "{" + '"step": %d, ' + ", ".join(f'"{k}": %.6g' for k in keys) + "}\n"
     steps_col = np.arange(first_step, first_step + steps)
-    return "".join(template % (step, *row) for step, row in zip(steps_col.tolist(), values.tolist()))
+    return "".join(template % (step, *row) for step, row in zip(steps_col.tolist(), values.tolist(), strict=True))
 
 
 def run_path(root: Path, run: int) -> Path:
@@ -95,7 +97,8 @@ def grow(root: Path, share: float = 0.01, seed: int = 1) -> int:
     per_part = rows // 4
     for run in range(3):
         path = run_path(root, run)
-        last = sum(1 for _ in open(path, "rb"))  # steps 0..last-1 are there
+        with open(path, "rb") as lines:
+            last = sum(1 for _ in lines)  # steps 0..last-1 are there
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(_lines(run, last, per_part, keys, seed))
     new = sum(1 for _ in root.glob("scale/run-*.jsonl"))

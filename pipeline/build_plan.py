@@ -181,7 +181,7 @@ def prepare(settings: Settings, full_refresh: bool = False) -> BuildPlan:
 def _create(settings: Settings):
     import duckdb
 
-    return duckdb.connect(str(settings.duckdb_path), config=settings.duckdb_config)
+    return duckdb.connect(str(settings.duckdb_path), config={**settings.duckdb_config})
 
 
 def commit(settings: Settings) -> None:

@@ -87,7 +87,9 @@ def _number(text: str) -> Any:
 
 def parse_check(path: Path) -> Check:
     text = path.read_text(encoding="utf-8")
-    name, description, severity, reads, requires, role = path.stem, "", "warn", (), (), "cause"
+    name, description, severity, role = path.stem, "", "warn", "cause"
+    reads: tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
     advice: list[Advice] = []
     params: dict[str, Any] = {}
     docs: dict[str, str] = {}
@@ -149,7 +151,7 @@ def run_check(con, check: Check, overrides: dict[str, Any] | None = None, run_ke
         if missing:
             raise CheckError(f"result lacks columns {missing}")
         for values in relation.fetchall():
-            row = dict(zip(columns, values))
+            row = dict(zip(columns, values, strict=True))
             if run_key is not None and row["run_key"] != run_key:
                 continue
             row["check_name"] = check.name
@@ -357,6 +359,6 @@ def _stored_outcomes(con, outcomes: list[CheckOutcome]) -> list[CheckOutcome]:
     stored: dict[str, list[dict]] = {}
     relation = con.execute(f"select {', '.join(columns)} from anomalies order by run_key, check_name, step")
     for values in relation.fetchall():
-        row = dict(zip(columns, values))
+        row = dict(zip(columns, values, strict=True))
         stored.setdefault(row["check_name"], []).append(row)
     return [CheckOutcome(o.check, stored.get(o.check.name, []), o.error) for o in outcomes]

@@ -77,7 +77,7 @@ def write_rows(
     stream.write("[")
     first = True
     for row in rows:
-        record = {name: embed_json(v) if e else v for name, v, e in zip(columns, row, embed)}
+        record = {name: embed_json(v) if e else v for name, v, e in zip(columns, row, embed, strict=False)}
         stream.write(("\n" if first else ",\n") + dumps(record, indent=None))
         first = False
     stream.write("\n]\n" if not first else "]\n")

@@ -109,7 +109,10 @@ _E = r"(?![A-Za-z0-9_\-])"  # and ends here
 # Known credential formats, whole; each is replaced by REDACTED.
 _FORMATS = "|".join(
     [
-        r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:.*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|.*)",
+        (
+            r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+            r"(?:.*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|.*)"
+        ),
         _B + r"sk-(?=[A-Za-z0-9_\-]*[0-9])(?=[A-Za-z0-9_\-]*[A-Z])[A-Za-z0-9_\-]{20,}",  # OpenAI, Anthropic sk-ant-
         _B + r"[rs]k_(?:live|test)_[A-Za-z0-9]{16,}",  # Stripe
         _B + r"hf_[A-Za-z0-9]{30,}" + _E,  # Hugging Face
@@ -214,7 +217,7 @@ def redact(value: Any) -> Any:
         return value if out is None else out
     if kind is list or kind is tuple:
         new_items = [redact(v) for v in value]
-        return value if all(a is b for a, b in zip(new_items, value)) else new_items
+        return value if all(a is b for a, b in zip(new_items, value, strict=True)) else new_items
     return value
 
 

@@ -104,7 +104,7 @@ def table(
     hidden = [columns[i] for i in range(len(columns)) if i not in shown]
 
     def line(parts: list[str], align: list[bool]) -> str:
-        out = [(p.rjust if right else p.ljust)(widths[i]) for p, i, right in zip(parts, shown, align)]
+        out = [(p.rjust if right else p.ljust)(widths[i]) for p, i, right in zip(parts, shown, align, strict=True)]
         return (" " * gap).join(out).rstrip()
 
     header = [cut_middle(columns[i], widths[i]) for i in shown]

@@ -231,7 +231,7 @@ def decode_columns(taken: tuple) -> tuple[dict[str, pa.Array], np.ndarray | None
     drop = np.zeros(n, dtype=bool)
     extra_src: list[int] = []
     extra_rows: list[tuple] = []
-    for i, text in zip(others.tolist(), other_texts):
+    for i, text in zip(others.tolist(), other_texts, strict=True):
         parsed = _loads(text)
         key = keys[i].as_py()
         if type(parsed) is dict:
@@ -248,7 +248,7 @@ def decode_columns(taken: tuple) -> tuple[dict[str, pa.Array], np.ndarray | None
     mask = np.zeros(n, dtype=bool)
     mask[others] = True
     mask = pa.array(mask)
-    cols = list(zip(*replaced))
+    cols = list(zip(*replaced, strict=True))
     columns["value_type"] = pa.repeat(pa.scalar("number"), n)  # plain while rows are replaced and added
     for name, pos, typ in (
         ("value", 0, pa.float64()),
@@ -260,7 +260,7 @@ def decode_columns(taken: tuple) -> tuple[dict[str, pa.Array], np.ndarray | None
     source_rows = None
     if extra_rows or drop.any():
         keep = np.flatnonzero(~drop)
-        extra = list(zip(*extra_rows)) if extra_rows else [[], [], [], [], []]
+        extra: list[Any] = list(zip(*extra_rows, strict=True)) if extra_rows else [[], [], [], [], []]
         for pos, name in enumerate(columns):
             columns[name] = pa.concat_arrays(
                 [columns[name].take(pa.array(keep)), pa.array(extra[pos], columns[name].type)]

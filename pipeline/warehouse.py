@@ -8,6 +8,7 @@ nothing new skips dbt entirely.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -252,6 +253,7 @@ def run_dbt(settings: Settings, command: str, *extra: str, echo: Callable[[str],
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy())
     tail: list[str] = []
     os_failure: OSError | None = None  # the first disk-full / read-only / permission failure dbt printed
+    assert proc.stdout is not None  # stdout=PIPE
     for line in proc.stdout:
         line = _ANSI.sub("", line.rstrip())
         tail = (tail + [line])[-40:]
@@ -270,7 +272,7 @@ def run_dbt(settings: Settings, command: str, *extra: str, echo: Callable[[str],
     if os_failure is not None:
         raise os_failure
     raise BuildFailed(
-        f"dbt {command} could not run (exit {code}): " + next((l for l in reversed(tail) if l.strip()), "no output")
+        f"dbt {command} could not run (exit {code}): " + next((t for t in reversed(tail) if t.strip()), "no output")
     )
 
 
@@ -309,10 +311,9 @@ def is_up_to_date(settings: Settings) -> bool:
                 return False
     except ValueError:  # cut short (a full disk): build again
         return False
-    try:  # nothing new, but is the file still a database? (raises WarehouseDamaged when it is not)
+    # nothing new, but is the file still a database? (raises WarehouseDamaged when it is not)
+    with contextlib.suppress(WarehouseLocked):  # a build is writing it
         _connect(settings, True, 1, 0).close()
-    except WarehouseLocked:
-        pass  # a build is writing it
     return True
 
 
@@ -358,7 +359,7 @@ def build(
     if progress and not verbose:
         echo = GroupProgress(DBT_PROJECT_DIR / "target" / "manifest.json", progress)
     results = run_dbt(settings, "build", *extra, echo=echo)
-    counts: dict[str, int] = {}
+    counts: dict[str, float] = {}  # statuses' counts, and the seconds taken
     failures, messages = [], []
     for node in results.get("results", []):
         status = str(node.get("status", "unknown")).lower()
@@ -368,7 +369,7 @@ def build(
             message = (node.get("message") or status).strip()
             messages.append(message)
             # "Runtime Error in model x (path)" says where; the next line says what (DuckDB's error)
-            lines = [l.strip() for l in message.splitlines() if l.strip() and not l.strip().startswith("LINE ")]
+            lines = [t.strip() for t in message.splitlines() if t.strip() and not t.strip().startswith("LINE ")]
             failures.append(f"{name}: {': '.join(lines[:2])}")
     if failures:
         _raise_build_failure(settings, "; ".join(failures), "\n".join(messages))

@@ -32,6 +32,7 @@ Usage::
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import math
 import random
@@ -515,10 +516,8 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "drop":
             record["status"] = None
             self.close_connection = True
-            try:
+            with contextlib.suppress(OSError):
                 self.connection.shutdown(2)
-            except OSError:
-                pass
             return True
         if kind in ("truncated", "partial"):
             return False  # answered normally, then spoiled in do_POST

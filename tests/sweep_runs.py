@@ -210,7 +210,7 @@ def sweep_specs(seed: int = 0) -> dict[str, Sweep]:
     betas = (0.04, 0.01, 0.01, 0.04, 0.02, 0.02)
     runs = tuple(
         _run(g, i, 120, f, learning_rate=lr, lora_rank=r, kl_beta=b, kl_target=round(10 * b, 4))
-        for i, (lr, f, r, b) in enumerate(zip(lrs, finals, ranks, betas))
+        for i, (lr, f, r, b) in enumerate(zip(lrs, finals, ranks, betas, strict=True))
     )
     sweeps[g] = Sweep(
         g,
@@ -232,7 +232,8 @@ def sweep_specs(seed: int = 0) -> dict[str, Sweep]:
     # 2. tiny: the reward still rises at the highest lr tried: the advice is to try beyond it.
     g = "tiny"
     runs = tuple(
-        _run(g, i, 80, f, learning_rate=lr) for i, (lr, f) in enumerate(zip((1e-6, 1e-5, 1e-4), (0.3, 0.5, 0.7)))
+        _run(g, i, 80, f, learning_rate=lr)
+        for i, (lr, f) in enumerate(zip((1e-6, 1e-5, 1e-4), (0.3, 0.5, 0.7), strict=True))
     )
     sweeps[g] = Sweep(
         g,

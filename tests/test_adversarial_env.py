@@ -270,7 +270,7 @@ def test_damaged_cursor_file_is_moved_aside_and_the_source_read_again_once(tmp_p
 
     again = grpolens("ingest", "--source", "trainer_log", env=env, check=True)
     assert "Traceback" not in again.stderr
-    warning = [l for l in again.stderr.splitlines() if l.startswith(f"{state} was damaged")]
+    warning = [line for line in again.stderr.splitlines() if line.startswith(f"{state} was damaged")]
     assert len(warning) == 1 and "reads its inputs again from the start" in warning[0]
     (aside,) = state.parent.glob("trainer_log.json.corrupt-*")
     assert aside.read_text() == damage and f"moved it aside to {aside.name}" in warning[0]

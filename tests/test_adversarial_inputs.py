@@ -29,7 +29,7 @@ def read(lake: Path, table: str, where: str = "true") -> list[tuple]:
     if not any((lake / table).glob("*/part-*.parquet")):
         return []
     rel = duckdb.sql(f"select * from read_parquet('{lake}/{table}/*/part-*.parquet', union_by_name=true) where {where}")
-    return [dict(zip(rel.columns, row)) for row in rel.fetchall()]
+    return [dict(zip(rel.columns, row, strict=True)) for row in rel.fetchall()]
 
 
 def values(lake: Path, key: str = "loss") -> dict[int, float]:
@@ -51,14 +51,14 @@ def issue_kinds(lake: Path) -> list[str]:
 
 JSONL_CASES = {
     "step 1e300": ('{"step": 1e300, "loss": 9}', "bad_step"),
-    "step 2**70": ('{"step": %d, "loss": 9}' % 2**70, "bad_step"),
+    "step 2**70": (f'{{"step": {2**70}, "loss": 9}}', "bad_step"),
     "step 20 digits": ('{"step": 99999999999999999999, "loss": 9}', "bad_step"),
-    "value 2**70": ('{"step": 2, "loss": %d}' % 2**70, None),
+    "value 2**70": (f'{{"step": 2, "loss": {2**70}}}', None),
     "timestamp 1e30": ('{"step": 2, "_timestamp": 1e30, "loss": 9}', "bad_time"),
     "surrogate key": ('{"step": 2, "\\ud800": 1, "loss": 9}', None),
     "surrogate value": ('{"step": 2, "note": "\\udc80x", "loss": 9}', None),
-    "5000-deep list": ('{"step": 2, "x": %s}' % DEEP, "bad_line"),
-    "5000-deep dict": ('{"step": 2, "x": %s}' % DEEP_DICT, "bad_line"),
+    "5000-deep list": (f'{{"step": 2, "x": {DEEP}}}', "bad_line"),
+    "5000-deep dict": (f'{{"step": 2, "x": {DEEP_DICT}}}', "bad_line"),
     "int of 5000 digits": ('{"step": 2, "loss": %s}' % ("7" * 5000), "bad_line"),
     "not an object": ("[1, 2, 3]", "bad_line"),
     "bad utf-8": (b'{"step": 2, "loss": "\xff\xfe"}', "bad_line"),
@@ -78,7 +78,7 @@ def test_hostile_jsonl_line_is_skipped_said_and_fixable(tmp_path, case):
     if kind is None:  # storable after all: kept, nothing to say
         assert 2 in got and not report.issues
     else:
-        assert kind in issue_kinds(tmp_path / "lake") and any(kind in l for l in report.lines())
+        assert kind in issue_kinds(tmp_path / "lake") and any(kind in said for said in report.lines())
         assert 2 not in got or kind == "bad_time"  # a row with an impossible time is kept, untimed
     # The producer's file is fixed in place: read again from its start, every value once.
     log.write_bytes(b'{"step": 1, "loss": 1.0}\n{"step": 2, "loss": 2.0}\n{"step": 3, "loss": 3.0}\n')
@@ -90,14 +90,14 @@ def test_hostile_jsonl_line_is_skipped_said_and_fixable(tmp_path, case):
 
 EVENT_CASES = {
     "_time 1e300": ('{"_time": 1e300, "event": "x"}', "no_time"),
-    "_time 2**70": ('{"_time": %d, "event": "x"}' % 2**70, "no_time"),
+    "_time 2**70": (f'{{"_time": {2**70}, "event": "x"}}', "no_time"),
     "Feb 30": ('{"_time": "2024-02-30T00:00:00Z", "event": "x"}', "no_time"),
     "offset +99:99": ('{"_time": "2024-02-03T00:00:00+99:99", "event": "x"}', "no_time"),
     "year 0": ('{"_time": "0000-01-01T00:00:00Z", "event": "x"}', "no_time"),
     "surrogate in a column": ('{"_time": "2024-01-01T00:00:00Z", "event": "\\ud800"}', None),
     "surrogate in a field name": ('{"_time": "2024-01-01T00:00:00Z", "\\udc80": 1}', None),
-    "5000-deep list": ('{"_time": "2024-01-01T00:00:00Z", "x": %s}' % DEEP, "bad_line"),
-    "5000-deep dict": ('{"_time": "2024-01-01T00:00:00Z", "x": %s}' % DEEP_DICT, "bad_line"),
+    "5000-deep list": (f'{{"_time": "2024-01-01T00:00:00Z", "x": {DEEP}}}', "bad_line"),
+    "5000-deep dict": (f'{{"_time": "2024-01-01T00:00:00Z", "x": {DEEP_DICT}}}', "bad_line"),
     "1e400": ('{"_time": "2024-01-01T00:00:00Z", "x": 1e400}', None),
 }
 
@@ -107,7 +107,7 @@ def test_hostile_event_line_is_skipped_said_and_fixable(tmp_path, case):
     line, kind = EVENT_CASES[case]
     path = tmp_path / "events" / "diplomacy.ndjson"
     path.parent.mkdir()
-    good = ['{"_time": "2024-01-01T00:00:0%dZ", "event": "ok", "n": %d}' % (i, i) for i in (1, 3)]
+    good = [f'{{"_time": "2024-01-01T00:00:0{i}Z", "event": "ok", "n": {i}}}' for i in (1, 3)]
     path.write_text(f"{good[0]}\n{line}\n{good[1]}\n")
     report = event_files.ingest(tmp_path / "lake", [path.parent])
     events = read(tmp_path / "lake", "events")
@@ -116,7 +116,7 @@ def test_hostile_event_line_is_skipped_said_and_fixable(tmp_path, case):
         assert len(events) == 3 and not report.issues
     else:
         assert issue_kinds(tmp_path / "lake") == [kind] and len(events) == 2
-        assert report.bad_lines == 1 and any(kind in l for l in report.lines())
+        assert report.bad_lines == 1 and any(kind in said for said in report.lines())
     path.write_text(f"{good[0]}\n" + '{"_time": "2024-01-01T00:00:02Z", "event": "ok", "n": 2}\n' + f"{good[1]}\n")
     event_files.ingest(tmp_path / "lake", [path.parent])
     ids = {e["event_id"] for e in read(tmp_path / "lake", "events") if e["event"] == "ok"}
@@ -155,7 +155,7 @@ def test_hostile_trainer_state_entry_or_section_is_skipped_and_said(tmp_path, ca
 
 def test_deep_trainer_state_file_is_skipped_whole_and_the_rest_lands(tmp_path):
     (tmp_path / "deep").mkdir()
-    (tmp_path / "deep" / "trainer_state.json").write_text('{"log_history": %s}' % DEEP)
+    (tmp_path / "deep" / "trainer_state.json").write_text(f'{{"log_history": {DEEP}}}')
     (tmp_path / "good").mkdir()
     (tmp_path / "good" / "trainer_state.json").write_text(json.dumps({"log_history": [{"step": 1, "loss": 1.0}]}))
     report = trainer_logs.ingest(tmp_path / "lake", [tmp_path])
@@ -285,7 +285,7 @@ def test_logs_rewritten_in_place_are_read_again_from_the_start(tmp_path):
     events.write_text("".join(line % (i // 60, i % 60, "old", i) for i in range(50)))
     log = tmp_path / "logs" / "metrics.jsonl"
     log.parent.mkdir()
-    log.write_text("".join('{"step": %d, "loss": %d}\n' % (s, s) for s in range(50)))
+    log.write_text("".join(f'{{"step": {s}, "loss": {s}}}\n' for s in range(50)))
     console = tmp_path / "logs" / "verl" / "output.log"
     console.parent.mkdir()
     console.write_text("".join(f"step:{s} - loss:{s}\n" for s in range(50)))
@@ -293,7 +293,7 @@ def test_logs_rewritten_in_place_are_read_again_from_the_start(tmp_path):
     trainer_logs.ingest(tmp_path / "lake", [log.parent])
     # Overwritten (not appended) with more, different content: 80 events, 80 steps of other values.
     events.write_text("".join(line % (i // 60, i % 60, "new", 1000 + i) for i in range(80)))
-    log.write_text("".join('{"step": %d, "loss": %d}\n' % (s, -s) for s in range(80)))
+    log.write_text("".join(f'{{"step": {s}, "loss": {-s}}}\n' for s in range(80)))
     console.write_text("".join(f"step:{s} - loss:{-s}\n" for s in range(80)))
     ev = event_files.ingest(tmp_path / "lake", [events.parent])
     tl = trainer_logs.ingest(tmp_path / "lake", [log.parent])
@@ -424,7 +424,7 @@ def test_refresh_over_every_kind_of_hostile_input_builds_and_says_what_it_skippe
     (logs / "a").mkdir(parents=True)
     (logs / "a" / "metrics.jsonl").write_text(
         '{"step": 1, "loss": 1.0}\n{"step": 1e300, "loss": 9}\n'
-        '{"step": 2, "\\ud800": 1, "loss": 2.0}\n{"step": 3, "x": %s}\n' % DEEP
+        f'{{"step": 2, "\\ud800": 1, "loss": 2.0}}\n{{"step": 3, "x": {DEEP}}}\n'
     )
     (logs / "b").mkdir()
     (logs / "b" / "trainer_state.json").write_text(
@@ -434,8 +434,8 @@ def test_refresh_over_every_kind_of_hostile_input_builds_and_says_what_it_skippe
     (events / "diplomacy.ndjson").write_text(
         '{"_time": "2024-02-30T00:00:00Z", "event": "x"}\n'
         '{"_time": "2024-01-01T00:00:00Z", "event": "\\ud800"}\n'
-        '{"_time": "2024-01-01T00:00:01Z", "event": "ok", "x": %s}\n'
-        '{"_time": "2024-01-01T00:00:02Z", "event": "ok"}\n' % DEEP
+        f'{{"_time": "2024-01-01T00:00:01Z", "event": "ok", "x": {DEEP}}}\n'
+        '{"_time": "2024-01-01T00:00:02Z", "event": "ok"}\n'
     )
     env = {
         "GRPOLENS_HOME": str(tmp_path / "home"),

@@ -229,7 +229,7 @@ def test_arrow_duckdb_and_python_apply_one_name_rule():
     names = MUST_REDACT_NAMES + MUST_KEEP_NAMES
     expected = {n: is_secret_name(n) for n in names}
     re2 = pc.match_substring_regex(pa.array(names), NAME_PATTERN).to_pylist()
-    assert dict(zip(names, re2)) == expected
+    assert dict(zip(names, re2, strict=True)) == expected
     sql = duckdb.execute("select n, regexp_matches(n, ?) from unnest(?) t(n)", [NAME_PATTERN, names]).fetchall()
     assert dict(sql) == expected
 

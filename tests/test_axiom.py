@@ -382,7 +382,7 @@ def test_kill_mid_ingest_then_rerun_loses_and_doubles_nothing(tmp_path, now_ns):
         assert len(expected) == total and len(lake_events(tmp_path / "clean")) == total  # no kill: no duplicate
         lake = tmp_path / "killed"
         kills = 0
-        for attempt in range(6):
+        for _attempt in range(6):
             killed, _, out = ingest_process(lake, rng.uniform(0.05, 0.95) * duration)
             kills += killed
             output += out

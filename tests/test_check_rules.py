@@ -2,7 +2,8 @@
 
 - The demo (pipeline.demo.runs, written by the real wandb library) injects known problems into noisy runs next to
   healthy twins: each rule with a labelled case must fire on it near the labelled onset, and no rule may flag a
-  healthy run at all. The scores over the whole suite (pipeline.evaluation.check_eval) must stay at precision and recall >= 0.9.
+  healthy run at all. The scores over the whole suite (pipeline.evaluation.check_eval) must stay at precision and
+  recall >= 0.9.
 - The real W&B run whose responses collapse (SOURCE.txt: steps ~31-41) must be flagged for that, and for nothing
   at warn/error level that its SOURCE.txt does not describe.
 - Rules without a demo case get a tiny targeted run with the problem, written with wandb offline like a trainer

@@ -226,7 +226,9 @@ def test_every_table_asset_carries_its_row_count_columns_and_first_rows(refreshe
 def _table_rows(markdown: str) -> list[dict]:
     lines = [line for line in markdown.splitlines() if line.startswith("|")]
     header = [cell.strip() for cell in lines[0].strip("|").split("|")]
-    return [dict(zip(header, (cell.strip() for cell in line.strip("|").split("|")))) for line in lines[2:]]
+    return [
+        dict(zip(header, (cell.strip() for cell in line.strip("|").split("|")), strict=False)) for line in lines[2:]
+    ]
 
 
 def _significant_digits(cell: str) -> int:

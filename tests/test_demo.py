@@ -39,7 +39,8 @@ def test_demo_writes_ingests_builds_and_summarises(demo):
         }
         assert {"reward_mean", "kl", "response_length_mean", "grad_norm"} <= trl_metrics
         # the sample events went through the NDJSON source into the pipeline-performance marts
-        truth_events = sum(1 for _ in open(settings.home / "demo_events" / "diplomacy.ndjson"))
+        with open(settings.home / "demo_events" / "diplomacy.ndjson") as fh:
+            truth_events = sum(1 for _ in fh)
         assert con.sql("select count(*) from events").fetchone()[0] == truth_events
         p95, completed = con.sql(
             "select duration_p95_s, rollouts_completed from rollout_timing where grain = 'overall'"

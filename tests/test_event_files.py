@@ -173,7 +173,7 @@ def test_bad_lines_are_counted_reported_and_skipped(tmp_path):
         (offsets[6], "bad_line"),
     ]
     assert "not JSON" in report.issues[0].message and "'yesterday' is not a time" in report.issues[3].message
-    assert any(l.startswith(f"  skipped: {path} @ byte {offsets[1]}: bad_line") for l in report.lines())
+    assert any(said.startswith(f"  skipped: {path} @ byte {offsets[1]}: bad_line") for said in report.lines())
     stored = duckdb.sql(
         f'select path, "offset", kind from read_parquet(\'{tmp_path}/lake/ingest_issues/'
         'source=event_files/*.parquet\') order by "offset"'
@@ -221,7 +221,7 @@ def test_demo_events_have_every_event_type_and_read_the_same_both_ways(tmp_path)
     assert periods["extraction_failures"]["orders_full_share"] < 0.8
     assert [r["status"] for r in truth["runs"]] == ["completed", "completed", "failed"]
     with open(path) as fh:
-        events = [json.loads(l) for l in fh]
+        events = [json.loads(line) for line in fh]
     assert len(events) == truth["events"]
     for event in events:  # exactly the fields the reference lists (a few more where it says "+ ..." or "*")
         fields = set(event) - {"_time", "event", "service"}

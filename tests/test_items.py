@@ -72,14 +72,16 @@ def decoded(keys: list[str], texts: list[str]):
 
 def typed(keys: list[str], texts: list[str]) -> list[tuple]:
     cols, _ = decoded(keys, texts)
-    return list(zip(*(cols[c].to_pylist() for c in ("key", "value", "value_int", "value_text", "value_type"))))
+    return list(
+        zip(*(cols[c].to_pylist() for c in ("key", "value", "value_int", "value_text", "value_type")), strict=True)
+    )
 
 
 def reference(keys: list[str], texts: list[str]) -> list[tuple]:
     from pipeline.values import flatten
 
     out = []
-    for key, text in zip(keys, texts):
+    for key, text in zip(keys, texts, strict=True):
         parsed = _loads(text)
         for sub_key, sub_value in flatten(key, parsed) if type(parsed) is dict else [(key, parsed)]:
             out.append((sub_key, *classify(sub_value)))
@@ -118,7 +120,12 @@ def test_history_records_read_as_wandb_reads_them(samples):
         cols, _ = decode_columns(columns.take())
         assert cols["key"].to_pylist() == row.keys
         assert same(
-            list(zip(*(cols[c].to_pylist() for c in ("key", "value", "value_int", "value_text", "value_type")))),
+            list(
+                zip(
+                    *(cols[c].to_pylist() for c in ("key", "value", "value_int", "value_text", "value_type")),
+                    strict=True,
+                )
+            ),
             reference(row.keys, row.texts),
         )
     # Every record of the real run and of the plain rows is taken by the C reader; only the rows logging a nested
@@ -219,7 +226,7 @@ def test_numbers_are_typed_exactly_as_json_reads_them():
     floats = [rng.uniform(-1e6, 1e6) for _ in range(2000)] + [
         rng.random() * 10.0 ** rng.randint(-320, 308) for _ in range(2000)
     ]
-    texts = [repr(f) for f in floats] + ["%.17g" % f for f in floats[:500]] + ["%.3e" % f for f in floats[:500]]
+    texts = [repr(f) for f in floats] + [f"{f:.17g}" for f in floats[:500]] + [f"{f:.3e}" for f in floats[:500]]
     texts += [
         "0",
         "-0",
@@ -313,6 +320,7 @@ def test_mixed_batch_keeps_row_order_and_types():
         zip(
             source_rows.tolist(),
             *(cols[c].to_pylist() for c in ("key", "value", "value_int", "value_text", "value_type")),
+            strict=True,
         )
     )
     by_key = {r[1]: r for r in rows}

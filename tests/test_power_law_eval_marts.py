@@ -60,7 +60,7 @@ def _fit(con, name: str) -> dict:
     ).fetchone()
     assert row is not None, f"no power_law_fit row for {name}"
     columns = [c[0] for c in con.sql("select * from power_law_fit limit 0").description]
-    return dict(zip(columns, row))
+    return dict(zip(columns, row, strict=True))
 
 
 def _run_key(con, name: str) -> str:
@@ -141,7 +141,7 @@ def test_verl_runs_sum_their_per_step_tokens(con):
         return
     assert fit["compute_basis"] == "tokens" and fit["compute_metric"] == "tokens"
     assert fit["compute_source_key"] == "perf/total_num_tokens" and fit["performance_metric"] == "reward_mean"
-    cumulative = dict(zip([s for s, _ in tokens], np.cumsum([v for _, v in tokens])))
+    cumulative = dict(zip([s for s, _ in tokens], np.cumsum([v for _, v in tokens]), strict=True))
     assert math.isclose(fit["compute_first"], cumulative[fit["first_step"]])
     assert math.isclose(fit["compute_last"], cumulative[fit["last_step"]])
     assert fit["compute_last"] > 10 * fit["compute_first"]  # cumulative, not the step's own count
@@ -185,7 +185,7 @@ def test_eval_summary_matches_history(con):
     """Every evaluation key of every run, recomputed in Python from the raw history rows."""
     rows = con.sql("select * from eval_summary").fetchall()
     columns = [c[0] for c in con.sql("select * from eval_summary limit 0").description]
-    mart = {(r[0], r[1]): dict(zip(columns, r)) for r in rows}
+    mart = {(r[0], r[1]): dict(zip(columns, r, strict=True)) for r in rows}
     raw = con.sql(
         """select run_key, key, step, value from history
                      where value is not null and value_text is null

@@ -24,7 +24,8 @@ def test_every_value_equals_the_independent_decode(lake):
     rows = duckdb.sql(f"""select step, key, value, value_int, value_text, value_type, epoch(ts)
                           from read_parquet('{root}/history/source=wandb_offline/*.parquet')""").fetchall()
     got = {(step, key): rest for step, key, *rest in rows}
-    expected = [json.loads(line) for line in open(LENGTH_COLLAPSE / "history_decoded.jsonl")]
+    with open(LENGTH_COLLAPSE / "history_decoded.jsonl") as fh:
+        expected = [json.loads(line) for line in fh]
     compared = 0
     for row in expected:
         step = row.pop("_step")
@@ -55,7 +56,7 @@ def test_run_metadata(lake):
         d[0]
         for d in duckdb.sql(f"select * from read_parquet('{root}/runs/source=wandb_offline/*.parquet')").description
     ]
-    (row,) = [dict(zip(cols, r)) for r in run]
+    (row,) = [dict(zip(cols, r, strict=True)) for r in run]
     assert (row["run_id"], row["project"], row["name"]) == ("gjvwlq13", "retool_opd", "qwen2_3b_opd")
     assert row["wandb_version"] == "0.23.0" and row["last_step"] == 58 and row["history_rows"] == 59
     assert row["state"] == "running"  # the copy has no exit record: it was taken while the run was going

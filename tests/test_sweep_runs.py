@@ -4,6 +4,7 @@ ingest and dbt build as the spec says, and its answers can be recovered from the
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 
 import pytest
 
@@ -91,7 +92,7 @@ def test_tail_means_in_the_warehouse_recover_the_truth(built):
                                        where name = 'lr-sweep-0' and metric = 'tokens_cumulative'
                                        order by step""").fetchall()
     ]
-    assert all(b > a for a, b in zip(tokens, tokens[1:]))
+    assert all(b > a for a, b in pairwise(tokens))
 
 
 def test_crashed_run_is_failed_at_its_last_logged_step(built):

@@ -285,8 +285,9 @@ def test_wandb_runs_are_real_offline_runs(tmp_path):
 
 
 def test_the_checks_score_on_a_seed_of_the_second_generator(tmp_path):
-    """End to end through ingest, dbt and every rule (pipeline.evaluation.check_eval.evaluate_synthetic): a guard against a rule
-    change that trades these runs for the demo's shapes. Seed 0 scored 1.00 / 1.00 when this was written."""
+    """End to end through ingest, dbt and every rule (pipeline.evaluation.check_eval.evaluate_synthetic): a guard
+    against a rule change that trades these runs for the demo's shapes. Seed 0 scored 1.00 / 1.00 when this was
+    written."""
     from pipeline.evaluation.check_eval import evaluate_synthetic, format_table
 
     scored = evaluate_synthetic(tmp_path, [0])

@@ -45,7 +45,7 @@ def values_by_step(lake_root: Path, run_key: str) -> dict[int, dict[str, tuple]]
 def runs(lake_root: Path) -> dict[str, dict]:
     rel = duckdb.sql(f"""select * from read_parquet('{lake_root}/runs/source=trainer_log/*.parquet')
                          qualify row_number() over (partition by run_key order by ingest_id desc) = 1""")
-    return {row[0]: dict(zip(rel.columns, row)) for row in rel.fetchall()}
+    return {row[0]: dict(zip(rel.columns, row, strict=True)) for row in rel.fetchall()}
 
 
 def run_of(lake_root: Path, name: str) -> dict:

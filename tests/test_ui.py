@@ -56,7 +56,8 @@ def wait_for(check, seconds: float, what: str, alive=lambda: None):
 
 
 LOCATION = """{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus locationOrLoadError {
-  __typename ... on PythonError { message } ... on RepositoryLocation { repositories { name jobs { name } } } } } } } }"""
+  __typename ... on PythonError { message }
+  ... on RepositoryLocation { repositories { name jobs { name } } } } } } } }"""
 LAUNCH = """mutation($params: ExecutionParams!) { launchRun(executionParams: $params) {
   __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }"""
 STATUS = """query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }"""
@@ -101,10 +102,8 @@ def running_ui(home: Path, log: Path, **env: str) -> Iterator[tuple[int, dict]]:
         # The dev command stops its webserver, daemon and code servers itself; a signal to the whole group would
         # leave it waiting on children that are already gone.
         ui.terminate()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             ui.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            pass
         with contextlib.suppress(ProcessLookupError):
             os.killpg(ui.pid, signal.SIGKILL)  # whatever is left of the group
 

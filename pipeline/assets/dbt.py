@@ -85,7 +85,7 @@ def with_table_metadata(invocation, settings: Settings) -> Iterator:
     }
     extra = _table_metadata(settings, list(built.values())) if built else {}
     for event in events:
-        metadata = extra.get(_unique_id(event))
+        metadata = extra.get(uid) if (uid := _unique_id(event)) is not None else None
         yield event.with_metadata({**event.metadata, **metadata}) if metadata else event
     if failure is not None:
         raise failure
@@ -138,7 +138,7 @@ def _preview(con, relation: str) -> str:
 
     result = con.execute(f"select * from {relation} limit {PREVIEW_ROWS}")
     names = [d[0] for d in result.description]
-    rows = [{n: _short(v) for n, v in zip(names, values)} for values in result.fetchall()]
+    rows = [{n: _short(v) for n, v in zip(names, values, strict=True)} for values in result.fetchall()]
     return "\n".join(table(rows, names)) or "(no rows)"
 
 

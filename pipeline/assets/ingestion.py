@@ -1,6 +1,8 @@
 """Ingest assets, one per source: each materialization appends what is new in that source to the lake. Their
 asset keys are the dbt sources' tables (lake/<source>_<table>), so the dbt models run after them."""
 
+from typing import Any
+
 import dagster as dg
 
 from pipeline.ingest import SOURCES, ingest_source
@@ -26,7 +28,7 @@ def lake_asset(name: str) -> dg.AssetsDefinition:
     )
     def _ingest(context: dg.AssetExecutionContext, grpolens: GrpolensResource):
         report = ingest_source(grpolens.settings(), name, progress=context.log.info)
-        metadata = {"configured": report is not None}
+        metadata: dict[str, Any] = {"configured": report is not None}
         if report is not None:
             metadata.update(
                 {

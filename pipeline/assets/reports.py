@@ -2,6 +2,8 @@
 redraws the reports of the runs that changed and shows the verdict of every run, with the main plot of the
 unhealthy ones, on the asset page."""
 
+from typing import Any
+
 import dagster as dg
 
 from pipeline.report import batch
@@ -22,7 +24,7 @@ def run_reports(context: dg.AssetExecutionContext, grpolens: GrpolensResource) -
 
     settings = grpolens.settings()
     summaries = batch.write_reports(settings, progress=context.log.info)
-    metadata: dict[str, object] = {
+    metadata: dict[str, Any] = {
         "verdicts": dg.MetadataValue.md(batch.verdict_table(summaries, settings.reports_dir)),
         "runs": len(summaries),
         "unhealthy": sum(s["verdict"] == "unhealthy" for s in summaries),
@@ -51,7 +53,7 @@ def sweep_reports(context: dg.AssetExecutionContext, grpolens: GrpolensResource)
 
     settings = grpolens.settings()
     results = sweep_report.write_group_reports(settings)
-    metadata: dict[str, object] = {
+    metadata: dict[str, Any] = {
         "sweeps": sum(r["doc"] is not None for r in results),
         "summary": dg.MetadataValue.text("\n".join(sweep_lines(results)) or "no groups"),
     }

@@ -84,7 +84,7 @@ def load(con, run_key: str, findings: list[dict] | None = None) -> RunData:
     have = _tables(con)
     params = {"run": run_key}
     (run,) = [
-        dict(zip([d[0] for d in cur.description], row))
+        dict(zip([d[0] for d in cur.description], row, strict=True))
         for cur in [con.execute("select * from runs where run_key = $run", params)]
         for row in cur.fetchall()
     ]
@@ -100,7 +100,7 @@ def load(con, run_key: str, findings: list[dict] | None = None) -> RunData:
             if "anomalies" in have
             else []
         )
-        findings = [dict(zip(ANOMALY_COLUMNS, row)) for row in findings]
+        findings = [dict(zip(ANOMALY_COLUMNS, row, strict=True)) for row in findings]
     findings = [_finding(f) for f in findings if f.get("run_key") == run_key]
     tables = {name: _frame(con, have, name, sql, params) for name, sql in _RUN_TABLES.items()}
     tables["component_history"] = _component_history(con, have, run_key)

@@ -12,6 +12,7 @@ import base64
 import math
 import os
 from pathlib import Path
+from typing import cast
 
 import matplotlib
 
@@ -20,6 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
+from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
@@ -88,7 +90,8 @@ def core_figure(curves: pl.DataFrame, findings: list[dict], title: str) -> Figur
     if frame.filter(pl.col("value").is_finite()).is_empty():
         return None
     series = {key[0]: part for key, part in frame.partition_by("metric", as_dict=True).items()}
-    lo, hi = frame.get_column("step").min(), frame.get_column("step").max()
+    # an integer column: polars types its min/max as any Python value
+    lo, hi = cast(int, frame.get_column("step").min()), cast(int, frame.get_column("step").max())
 
     ncols = 2 if len(metrics) > 1 else 1
     nrows = math.ceil(len(metrics) / ncols)
@@ -102,7 +105,7 @@ def core_figure(curves: pl.DataFrame, findings: list[dict], title: str) -> Figur
         grid[nrows - 2, ncols - 1].xaxis.set_tick_params(labelbottom=True)
         grid[nrows - 2, ncols - 1].set_xlabel("step")
     axes = axes[: len(metrics)]
-    panel = dict(zip(metrics, axes))
+    panel = dict(zip(metrics, axes, strict=True))
     any_nonfinite = False
     for metric, ax in panel.items():
         steps, values = series[metric].get_column("step").to_numpy(), series[metric].get_column("value").to_numpy()
@@ -129,7 +132,7 @@ def core_figure(curves: pl.DataFrame, findings: list[dict], title: str) -> Figur
         ax.grid(alpha=0.3)
     axes[0].set_xlim(lo - 0.5 if lo == hi else lo, hi + 0.5 if lo == hi else hi)  # shared by all panels
     onsets = _draw_findings(panel, findings or [], lo, hi)
-    handles = []
+    handles: list[Artist] = []
     if onsets:
         handles += [Patch(color=c, alpha=0.35, label=s) for s, c in SEVERITY_COLOURS.items()]
         handles += [
@@ -160,7 +163,7 @@ def _draw_findings(panel: dict, findings: list[dict], lo: int, hi: int) -> list[
     onsets = sorted((f for f in findings if f.get("step") is not None), key=lambda f: f["step"])
     stagger = {id(ax): 0 for ax in axes}  # labels on one panel step down so that close onsets stay readable
     for f in onsets:
-        colour = SEVERITY_COLOURS.get(f.get("severity"), "grey")
+        colour = SEVERITY_COLOURS.get(f.get("severity", ""), "grey")
         start = f["step"]
         end = max(start, f["step_end"] if f.get("step_end") is not None else hi)
         for metric, ax in panel.items():
@@ -318,7 +321,7 @@ def step_time_shares(phases: pl.DataFrame, out: Path, title: str) -> Path | None
     y = np.arange(len(names))[::-1]
     bars.barh(y, shares, color=colours)
     bars.set_yticks(y, names, fontsize=8)
-    for yi, share in zip(y, shares):
+    for yi, share in zip(y, shares, strict=True):
         bars.text(share + 1, yi, f"{share:.1f}%", va="center", fontsize=8)
     bars.set(xlim=(0, max(shares) * 1.35 + 1), xlabel="share of total time (%)", title="time share")
     fig.tight_layout()

@@ -11,6 +11,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -65,7 +66,7 @@ def build(
         "not_judged": sections.not_judged(data, rules),
     }
     root = told.root
-    doc = {
+    doc: dict[str, Any] = {
         "run": data.run.get("name"),
         "run_key": run_key,
         "verdict": told.verdict,

@@ -12,6 +12,7 @@ import json
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 MAX_FILE_BYTES = 50 * 2**20
 NEAREST_FILES = 3  # table files read on each side of the onset (plus the latest, which holds a cumulative table)
@@ -112,7 +113,8 @@ def samples_from_table(table, default_step: int | None = None, max_chars: int = 
                 reward = _number(row[(total or rewards)[0]])
             elif rewards:  # TRL logs one column per reward function and no total: their sum (default weights)
                 parts = [_number(row[i]) for i in rewards]
-                reward = None if None in parts else sum(parts)
+                known = [p for p in parts if p is not None]
+                reward = sum(known) if len(known) == len(parts) else None
             else:
                 reward = _number(row[roles["advantage"][0]]) if "advantage" in roles else None
             samples.append(
@@ -160,8 +162,8 @@ def _from_key(
     if onset is None:
         chosen = order[-NEAREST_FILES:]
     else:
-        before = [p for p in order if files[p] is not None and files[p] < onset]
-        chosen = before[-NEAREST_FILES:] + [p for p in order if p not in before][:NEAREST_FILES] + order[-1:]
+        earlier = [p for p in order if (at := files[p]) is not None and at < onset]
+        chosen = earlier[-NEAREST_FILES:] + [p for p in order if p not in earlier][:NEAREST_FILES] + order[-1:]
     notes, samples, read, seen = [], [], [], set()
     for path in dict.fromkeys(chosen):
         try:
@@ -209,7 +211,7 @@ def completion_samples(con, run_key: str, onset_step: int | None, per_side: int 
     """Samples of the run's logged completions around ``onset_step``: ``{"available", "key", "before", "after",
     "files", "note"}``, each sample ``{"step", "prompt", "completion", "reward", "length_chars"}``. Before: from the
     latest logged step < onset; after: from the earliest step >= onset (the latest samples when onset is None)."""
-    empty = {"available": False, "key": None, "before": [], "after": [], "files": [], "note": None}
+    empty: dict[str, Any] = {"available": False, "key": None, "before": [], "after": [], "files": [], "note": None}
     try:
         sources = con.execute("select source_files from runs where run_key = ?", [run_key]).fetchall()
         rows = con.execute(

@@ -6,6 +6,7 @@ stands among its peers."""
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import polars as pl
 
@@ -203,11 +204,14 @@ def pipeline_performance(data: RunData) -> dict | None:
     out.update(_metric_section(data, "step_time_s", "trajectories_per_s", "tokens_per_s_per_gpu") or {})
     hours = data.table("event_hours")
     if hours.height:
+        # integer columns: polars types a sum as int | float | Decimal
+        errors = cast(int, hours.get_column("error_events").sum())
+        events = cast(int, hours.get_column("events").sum())
         out["events"] = {
             "tied_by": "time: the event hours that overlap the run's lifetime (rollout events carry no run name)",
             "hours": hours.height,
             "datasets": sorted(hours.get_column("dataset").unique().to_list()),
-            "error_rate": _finite(hours.get_column("error_events").sum() / max(hours.get_column("events").sum(), 1)),
+            "error_rate": _finite(errors / max(events, 1)),
             "rollouts_failed": int(hours.get_column("rollouts_failed").fill_null(0).sum()),
             "worst_p95_s": _finite(hours.get_column("duration_p95_s").max()),
         }

@@ -20,6 +20,7 @@ repeats or contradicts the others'. Reading them as one story needs three decisi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from pipeline.checks import ROLES, SEVERITIES, Check
 
@@ -80,7 +81,7 @@ def story_window(steps: list[int]) -> float:
     if len(steps) < 2:
         return 0.0
     ordered = sorted(set(steps))
-    gaps = sorted(b - a for a, b in zip(ordered, ordered[1:]))
+    gaps = sorted(b - a for a, b in pairwise(ordered))
     interval = gaps[len(gaps) // 2] if gaps else 1
     return max(WINDOW_POINTS * interval, WINDOW_SHARE * (ordered[-1] - ordered[0]))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 import polars as pl
@@ -167,8 +168,7 @@ def rank(frame: pl.DataFrame, higher_is_better: bool) -> pl.DataFrame:
 
 def _bounds(row: dict) -> tuple[float, float]:
     lo, hi, s = row.get("ci_low"), row.get("ci_high"), row["score"]
-    ok = lambda v: v is not None and math.isfinite(v)  # noqa: E731
-    return (lo if ok(lo) else s, hi if ok(hi) else s)
+    return (lo if lo is not None and math.isfinite(lo) else s, hi if hi is not None and math.isfinite(hi) else s)
 
 
 def steps_to_target(curve: pl.DataFrame, ranked: pl.DataFrame, higher_is_better: bool) -> dict[str, int | None]:
@@ -177,7 +177,7 @@ def steps_to_target(curve: pl.DataFrame, ranked: pl.DataFrame, higher_is_better:
     if curve.is_empty():
         return {}
     starts = curve.sort("step").group_by("run_key", maintain_order=True).agg(pl.col("value").head(ROLLING).mean())
-    start = float(starts["value"].median())
+    start = float(cast(float, starts["value"].median()))  # not None: the curve has rows
     best = float(ranked["score"][0])
     target = start + TARGET_SHARE * (best - start)
     rolled = curve.sort("run_key", "step").with_columns(
@@ -192,7 +192,7 @@ def effects(selection: Selection, ranked: pl.DataFrame, higher_is_better: bool) 
     """Every config key that varies across the ranked runs: rank correlation with its bootstrap interval, level
     means, the best level, and the keys it moves together with. Strongest first."""
     keys = ranked["run_key"].to_list()
-    configs = dict(zip(selection.runs["run_key"], selection.runs["config"]))
+    configs = dict(zip(selection.runs["run_key"], selection.runs["config"], strict=True))
     params = sweep_stats.varying({k: configs[k] for k in keys})
     together = sweep_stats.confounded(params, keys)
     y = ranked["score"].to_numpy()
@@ -200,7 +200,7 @@ def effects(selection: Selection, ranked: pl.DataFrame, higher_is_better: bool) 
     for param, by_run in params.items():
         values = [by_run[k] for k in keys]
         numeric = all(sweep_stats.is_number(v) for v in values)
-        entry = {
+        entry: dict[str, Any] = {
             "param": param,
             "kind": "numeric" if numeric else "categorical",
             "spearman": None,
@@ -220,12 +220,12 @@ def effects(selection: Selection, ranked: pl.DataFrame, higher_is_better: bool) 
         )
         if not numeric and len(lv) >= 2:  # categorical: a level whose interval clears every other's
             entry["significant"] = _separated(lv, higher_is_better)
-        best = max(lv, key=lambda l: l["mean"] if higher_is_better else -l["mean"]) if lv else None
+        best = max(lv, key=lambda level: level["mean"] if higher_is_better else -level["mean"]) if lv else None
         entry.update(
             levels=lv,
             best_value=best["value"] if best else None,
             peak=(sweep_stats.peak(lv, higher_is_better) or {}).get("value") if numeric else None,
-            spread=(max(l["mean"] for l in lv) - min(l["mean"] for l in lv)) if lv else 0.0,
+            spread=(max(level["mean"] for level in lv) - min(level["mean"] for level in lv)) if lv else 0.0,
         )
         out.append(entry)
     out.sort(key=lambda e: (-(e["significant"] and not e["confounded_with"]), -abs(e["spearman"] or 0), -e["spread"]))
@@ -233,7 +233,7 @@ def effects(selection: Selection, ranked: pl.DataFrame, higher_is_better: bool) 
 
 
 def _separated(levels: list[dict], higher_is_better: bool) -> bool:
-    best = max(levels, key=lambda l: l["mean"] if higher_is_better else -l["mean"])
+    best = max(levels, key=lambda level: level["mean"] if higher_is_better else -level["mean"])
     if not best["ci"]:
         return False
     for other in levels:

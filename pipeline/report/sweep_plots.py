@@ -136,7 +136,7 @@ def curves(
     for i, extra in enumerate(list(grid.flat)[len(shown) :]):  # the axes above an empty slot get the x ticks
         extra.remove()
         grid[nrows - 2, ncols - 1 - i].xaxis.set_tick_params(labelbottom=True)
-    for run, ax in zip(shown, grid.flat):
+    for run, ax in zip(shown, grid.flat, strict=False):  # the grid may have empty slots
         (steps, values), hot = series[run], run in strong
         ax.plot(steps, values, color=STRONG if hot else PLAIN, linewidth=1.6 if hot else 1, **_markers(len(steps)))
         ax.set_title(_short(run, chars), fontsize=6, color=STRONG if hot else "black", weight="bold" if hot else None)
@@ -211,9 +211,9 @@ def score_vs_param(
         levels = None
     if not cat:  # numeric: finite values, and positive ones on a log axis
         positive = pl.col("value") > 0 if log_x else pl.lit(True)
-        points, levels = (
-            None if f is None else _finite(f, "value").filter(positive).sort("value") for f in (points, levels)
-        )
+        points = _finite(points, "value").filter(positive).sort("value")
+        if levels is not None:
+            levels = _finite(levels, "value").filter(positive).sort("value")
     if points.is_empty():
         return None
     fig, ax = plt.subplots(figsize=(WIDTH, 4.5), dpi=DPI)
@@ -292,7 +292,7 @@ def pareto(runs: pl.DataFrame, cost_label: str, higher_is_better: bool, out: Pat
         cost, score = front.get_column("cost").to_numpy(), front.get_column("score").to_numpy()
         ax.step(cost, score, where="post", color=STRONG, linewidth=1.2, zorder=3)
         ax.scatter(cost, score, s=30, color=STRONG, label="Pareto front", zorder=4)
-        for run, c, s in zip(front.get_column("run").to_list(), cost, score):
+        for run, c, s in zip(front.get_column("run").to_list(), cost, score, strict=True):
             ax.annotate(_short(run), (c, s), xytext=(4, 4), textcoords="offset points", fontsize=7, bbox=LABEL_BOX)
     ax.set(xlabel=cost_label, ylabel=f"score ({'higher' if higher_is_better else 'lower'} is better)")
     ax.set_title(title, fontsize=11)

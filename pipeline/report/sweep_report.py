@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -42,7 +43,7 @@ def analyse(
     metric = sweep.choose_metric(con, keys, metric)
     higher = sweep.higher_is_better_for(metric, lower_is_better)
     scored = sweep.scores(con, keys, metric).filter(pl.col("score").is_not_null() & pl.col("score").is_finite())
-    names = dict(zip(runs["run_key"], runs["name"]))
+    names = dict(zip(runs["run_key"], runs["name"], strict=True))
     excluded = [{"run": names[k], "why": f"no finite {metric} logged"} for k in keys if k not in set(scored["run_key"])]
     if scored.height < 2:
         raise sweep.SweepError(f"only {scored.height} run(s) of {selection.label} logged {metric}: nothing to compare")
@@ -52,10 +53,10 @@ def analyse(
     speed = sweep.steps_to_target(curve, ranked, higher)
     measure, costs = sweep.cost(con, ranked_keys)
     flags = _flags(con, ranked_keys)
-    configs = dict(zip(runs["run_key"], runs["config"]))
+    configs = dict(zip(runs["run_key"], runs["config"], strict=True))
     found_effects = sweep.effects(selection, ranked, higher)
-    state = dict(zip(runs["run_key"], runs["state"]))
-    last_step = dict(zip(runs["run_key"], runs["last_step"]))
+    state = dict(zip(runs["run_key"], runs["state"], strict=True))
+    last_step = dict(zip(runs["run_key"], runs["last_step"], strict=True))
     run_rows = []
     for row in ranked.iter_rows(named=True):
         key = row["run_key"]
@@ -80,7 +81,7 @@ def analyse(
     if measure:
         front = sweep_stats.pareto_front([r["score"] for r in run_rows], [r["cost"][measure] for r in run_rows], higher)
         pareto = [run_rows[i]["run"] for i in front]
-    doc = {
+    doc: dict[str, Any] = {
         "selection": selection.label,
         "metric": metric,
         "higher_is_better": higher,
@@ -188,7 +189,8 @@ def good_bad_ugly(doc: dict) -> dict:
                 f"{e['param']} matters: best at {_fmt(e['best_value'])}"
                 + (f" (ρ = {e['spearman']:+.2f})" if e["spearman"] is not None else "")
             )
-    bad, ugly = [], []
+    bad: list[str] = []
+    ugly: list[str] = []
     for diagnosis, checks in DIAGNOSES.items():
         hit = [r for r in runs if set(r["flags"]) & set(checks)]
         if hit:
@@ -235,7 +237,7 @@ def recommendations(doc: dict, effects: list[dict]) -> tuple[list[str], dict]:
     """3–6 next experiments in the ablation style, and the best run's config with the supported changes."""
     best = doc["runs"][0]
     suggested = dict(best["config"])
-    out = []
+    out: list[str] = []
     for e in effects:
         if e["confounded_with"]:
             others = ", ".join(e["confounded_with"])
@@ -425,7 +427,8 @@ def write_group_reports(settings) -> list[dict]:
     out = []
     try:
         found = con.execute("""
-            select 'sweep' as kind, sweep_id as value from runs where sweep_id is not null group by all having count(*) > 1
+            select 'sweep' as kind, sweep_id as value from runs where sweep_id is not null
+            group by all having count(*) > 1
             union all
             select 'group', group_name from runs where group_name is not null group by all having count(*) > 1
             order by 1, 2

@@ -86,7 +86,7 @@ def levels(values: list, scores: np.ndarray, numeric: bool) -> list[dict]:
         groups = [np.array([v == d for v in values]) for d in distinct]
         labels, keys = [str(d) for d in distinct], distinct
     out = []
-    for label, key, group in zip(labels, keys, groups):
+    for label, key, group in zip(labels, keys, groups, strict=True):
         if group.any():
             mean, ci = mean_interval(scores[group])
             out.append({"value": key, "label": label, "n": int(group.sum()), "mean": mean, "ci": ci})
@@ -152,18 +152,18 @@ def _codes(values: list) -> np.ndarray:
 
 
 def _one_to_one(a: np.ndarray, b: np.ndarray) -> bool:
-    pairs = set(zip(a.tolist(), b.tolist()))
+    pairs = set(zip(a.tolist(), b.tolist(), strict=True))
     return len(pairs) == len(set(a.tolist())) == len(set(b.tolist())) and len(pairs) > 1
 
 
 def pareto_front(scores: list[float], costs: list[float], higher_is_better: bool) -> list[int]:
     """Indices of the runs no other run beats on score at equal or lower cost."""
     front = []
-    for i, (s, c) in enumerate(zip(scores, costs)):
+    for i, (s, c) in enumerate(zip(scores, costs, strict=True)):
         better = (lambda a, b: a > b) if higher_is_better else (lambda a, b: a < b)
         dominated = any(
             (better(s2, s) and c2 <= c) or (s2 == s and c2 < c)
-            for j, (s2, c2) in enumerate(zip(scores, costs))
+            for j, (s2, c2) in enumerate(zip(scores, costs, strict=True))
             if j != i
         )
         if not dominated:

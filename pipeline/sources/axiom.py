@@ -117,8 +117,8 @@ class Table:
 
     def rows(self) -> Iterable[dict]:
         names = self.names
-        for values in zip(*self.columns):
-            yield {name: v for name, v in zip(names, values) if v is not None}
+        for values in zip(*self.columns, strict=True):  # checked to be of one length
+            yield {name: v for name, v in zip(names, values, strict=True) if v is not None}
 
 
 class AxiomClient:
@@ -287,7 +287,7 @@ class AxiomClient:
         if not isinstance(data, dict) or not isinstance(data.get("tables"), list):
             keys = ", ".join(sorted(data)[:8]) if isinstance(data, dict) else type(data).__name__
             raise bad(f"no tables list (got {keys}); not a tabular-format answer")
-        status = data.get("status") if isinstance(data.get("status"), dict) else {}
+        status = got if isinstance(got := data.get("status"), dict) else {}
         if status.get("isPartial"):
             raise bad("Axiom marked the result partial (isPartial); the window would have gaps")
         if not data["tables"]:
@@ -494,6 +494,7 @@ class AxiomIngest:
                 new_here += new
                 if rows < limit:
                     break
+                assert page_max is not None  # a full page has events, each with a time
                 if page_max == lower:  # one instant fills the page: ask for it whole
                     if limit >= self.max_page_size:
                         raise QueryRejected(
@@ -509,6 +510,7 @@ class AxiomIngest:
         finally:
             self._store(dataset, cursor, batch)  # whatever was read before a failure stays read
         if new_here:
+            assert cursor.time_ns is not None  # set by every new event
             self.report.notes.append(f"{dataset}: {new_here} new events, newest {format_time_ns(cursor.time_ns)}")
 
     def _page(self, dataset: str, table: Table, cursor: Cursor, batch: EventBatch) -> tuple[int | None, int]:

@@ -267,7 +267,7 @@ class EventBatch:
 
     def record_batch(self) -> pa.RecordBatch:
         schema = lake.EVENTS_SCHEMA
-        arrays = [pa.array(col, type=field.type) for col, field in zip(self.columns, schema)]
+        arrays = [pa.array(col, type=field.type) for col, field in zip(self.columns, schema, strict=True)]
         return pa.record_batch(arrays, schema=schema)
 
     def flush_to(self, writer: lake.PartWriter) -> int:
@@ -468,6 +468,7 @@ class EventFileIngest:
             report.issues.append(FileIssue(str(path), end, 0, "unreadable", str(exc)))
             return None
         if bad_here > DETAILED_BAD_LINES:
+            assert first_bad is not None  # set at the first bad line past the detailed ones
             report.issues.append(
                 FileIssue(
                     str(path),

@@ -610,7 +610,7 @@ class TrainerLogIngest:
 
     # -- shared
 
-    def _run(self, run_key: str, **identity: str) -> RunInfo:
+    def _run(self, run_key: str, **identity: Any) -> RunInfo:
         """The run's info for this ingest: as stored, or new from ``identity`` (project, run_id, name, origin)."""
         if run_key not in self.touched:
             stored = self.runs.get(run_key)
@@ -637,8 +637,8 @@ class TrainerLogIngest:
                 continue
             doc = self._load_state_file(Path(path), size)
             ok = doc is not None
-            step = integral(doc.get("global_step")) if ok else None
-            if ok:
+            step = integral(doc.get("global_step")) if doc is not None else None
+            if doc is not None:
                 parsed[path] = doc
                 self.report.files_read += 1
             files[path] = {"size": size, "mtime_ns": mtime_ns, "global_step": step, "rejected": not ok}

@@ -119,7 +119,7 @@ def read_records(fh: BinaryIO, start: int, result: ReadResult, finished: bool = 
             chunk_offset = pos + i
             data = view[i + HEADER_SIZE : data_end]
             i = data_end
-            if ctype == FULL or ctype == FIRST:
+            if ctype in (FULL, FIRST):
                 if pending is not None:
                     _orphan(
                         result, pending_start, chunk_offset - pending_start, "a record's FIRST chunk never got its LAST"

@@ -23,14 +23,17 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from wandb.proto import wandb_internal_pb2 as pb
+from wandb.proto import wandb_internal_pb2 as _pb
 
 from pipeline import lake
 from pipeline.sources import files, wandb_log
 from pipeline.sources.files import FileIssue, failed_file
 from pipeline.sources.wandb_records import RunMeta, SummaryUpdates, decode_history, peek_kind, timestamp_us
 from pipeline.values import json_text
+
+pb: Any = _pb  # its message classes are built at import time by protobuf, so mypy sees none of them
 
 SOURCE = "wandb_offline"
 RUN_FILE = re.compile(r"^run-.*\.wandb$")
@@ -202,7 +205,7 @@ class OfflineIngest:
         summary = SummaryUpdates()
         try:
             with open(path, "rb") as fh:
-                if start and files.rewritten(fh, cursor):
+                if start and cursor is not None and files.rewritten(fh, cursor):  # start > 0 only with a cursor
                     report.notes.append(
                         f"{path}: the bytes already read have changed (file rewritten); reading it again from the start"
                     )
@@ -262,6 +265,7 @@ class OfflineIngest:
                         )
                         continue
                     if kind == "history":
+                        assert meta is not None and run_key is not None  # an orphan history record was skipped above
                         if step is None:
                             report.issues.append(
                                 FileIssue(str(path), offset, len(data), "no_step", "history row without _step")

@@ -9,14 +9,17 @@ media value, kept whole as JSON text with its type rather than spread over its f
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from wandb.proto import wandb_internal_pb2 as pb
+from wandb.proto import wandb_internal_pb2 as _pb
 
 from pipeline._items import SummaryFold
 from pipeline.secrets import redact, redact_name
 from pipeline.values import finite, is_int64, json_text, loads_checked, time_us
+
+pb: Any = _pb  # its message classes are built at import time by protobuf, so mypy sees none of them
 
 _TYPED = ("none", "boolean", "integer", "number", "text", "json")
 
@@ -74,10 +77,8 @@ def decode_history(data: bytes) -> HistoryRow:
     elif record.history.HasField("step"):
         row.step = record.history.step.num
     if "_timestamp" in keys:
-        try:
+        with contextlib.suppress(ValueError):
             row.ts_us = timestamp_us(float(texts[keys.index("_timestamp")]))
-        except ValueError:
-            pass
     return row
 
 
@@ -92,7 +93,7 @@ def _history_items(items) -> tuple[list[str], list[str]]:
     keys: list[str] = []
     out: list[str] = []
     grouped: dict[tuple[str, ...], dict] = {}
-    for path, text in zip(paths, texts):
+    for path, text in zip(paths, texts, strict=True):
         prefix = next((path[:cut] for cut in range(1, len(path)) if path[:cut] in media), None)
         if prefix is not None:
             _set_path(grouped.setdefault(prefix, {}), path[len(prefix) :], _loads(text))
@@ -227,11 +228,12 @@ def _loads(text: str) -> Any:
 
 
 def _pop_path(obj: dict, path: tuple) -> None:
+    node: Any = obj
     for part in path[:-1]:
-        obj = obj.get(part)
-        if not isinstance(obj, dict):
+        node = node.get(part)
+        if not isinstance(node, dict):
             return
-    obj.pop(path[-1], None)
+    node.pop(path[-1], None)
 
 
 class SummaryUpdates:
