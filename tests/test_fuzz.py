@@ -13,7 +13,7 @@ import time
 import duckdb
 import httpx
 
-from pipeline.sources import axiom, event_files, trainer_logs, wandb_log, wandb_offline
+from pipeline.sources import axiom, event_files, trainer_log_lines, trainer_logs, wandb_log, wandb_offline
 from tests import wandb_frames as wf
 
 SECONDS = float(os.environ.get("GRPOLENS_FUZZ_SECONDS", "2"))
@@ -131,14 +131,14 @@ def test_fuzz_line_parsers_only_return_or_say_why():
         rng = random.Random(seed)
         raw = dumps(random_json(rng)) if rng.random() < 0.7 else random_bytes(rng, rng.randint(0, 64))
         try:
-            row = trainer_logs.jsonl_row(raw)
-        except trainer_logs.BadLine:
+            row = trainer_log_lines.jsonl_row(raw)
+        except trainer_log_lines.BadLine:
             row = None
         assert row is None or (isinstance(row[0], int) and -(2**63) <= row[0] < 2**63), f"seed {SEED}/{seed}"
         text = raw.decode("utf-8", "replace")
-        trainer_logs.dict_line(text.replace('"', "'"))
-        trainer_logs.verl_line("step:1 - " + text.replace("\n", " "), cut=rng.random() < 0.5)
-        trainer_logs.console_value(text)
+        trainer_log_lines.dict_line(text.replace('"', "'"))
+        trainer_log_lines.verl_line("step:1 - " + text.replace("\n", " "), cut=rng.random() < 0.5)
+        trainer_log_lines.console_value(text)
         ns = event_files.parse_time_ns(random_json(rng) if rng.random() < 0.5 else rng.choice(_STRINGS + _NUMBERS))
         assert ns is None or -62_135_596_800 * 10**9 <= ns < 253_402_300_800 * 10**9, f"seed {SEED}/{seed}"
 

@@ -54,7 +54,7 @@ from pipeline import lake
 from pipeline.secrets import CLEAN_TEXT, PLAIN_NAMES, REDACTED, is_secret_name, redact, redact_text
 from pipeline.sources import files
 from pipeline.sources.files import FileIssue, failed_file
-from pipeline.sources.trainer_logs import complete_lines
+from pipeline.sources.trainer_log_lines import complete_lines
 from pipeline.sources.wandb_offline import IngestReport
 from pipeline.values import TIME_US_MAX, TIME_US_MIN, finite, loads_checked
 

@@ -1,0 +1,194 @@
+"""How a line of each trainer-log format becomes a step and its values (the formats themselves are described in
+pipeline.sources.trainer_logs): a JSONL object, an HF Trainer console dict, a verl console ``step:N - key:value``
+line, and the numbers inside them (``nan``, numpy/torch wrappers, numeric strings). Pure functions of one line, so
+the fuzz tests can throw anything at them; only ``complete_lines`` touches a file."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from pipeline.secrets import redact_text
+from pipeline.values import MAX_DEPTH, depth, is_int64, loads_checked, time_us, without_surrogates
+
+STEP_FIELDS = ("step", "global_step", "_step", "train/global_step")
+_READ_CHUNK = 1 << 20
+
+
+_INT = re.compile(r"[+-]?\d+")
+_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|nan|inf|infinity)", re.IGNORECASE)
+_WRAPPED = re.compile(r"^(?:(?:np|numpy|torch)\.[A-Za-z_]\w*|tensor)\((.*)\)$", re.DOTALL)
+_WORDS = {"True": True, "False": False, "None": None}
+_WRAPPER_CALLS = {"tensor", "torch.tensor"}
+_LITERAL_NAMES = {
+    "nan": math.nan,
+    "NaN": math.nan,
+    "inf": math.inf,
+    "Infinity": math.inf,
+    "true": True,
+    "false": False,
+    "null": None,
+}
+
+
+def number(text: str) -> int | float | None:
+    """A number written as text (``12``, ``-0.5``, ``1e-05``, ``nan``, ``inf``), else None."""
+    text = text.strip()
+    if _INT.fullmatch(text):
+        return int(text) if len(text) <= 4000 else float(text)  # Python refuses longer int conversions
+    if _FLOAT.fullmatch(text):
+        return float(text)
+    return None
+
+
+def console_value(text: str) -> Any:
+    """A value as verl's console logger prints it: unwrapped from ``np.float64(...)``/``tensor(...)``."""
+    inner = text.strip()
+    while (match := _WRAPPED.match(inner)) is not None:
+        inner = match.group(1).split(",", 1)[0].strip()  # tensor(0.5, device='cuda:0')
+    parsed = number(inner)
+    if parsed is not None:
+        return parsed
+    return _WORDS.get(inner, text.strip())
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return ""
+
+
+class _Literals(ast.NodeTransformer):
+    """Makes a printed dict evaluable by ``ast.literal_eval``: ``nan``/``inf`` names, JSON's true/false/null, and
+    numpy/torch scalar wrappers (``np.float64(0.5)``) become constants. Nothing is ever executed."""
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in _LITERAL_NAMES:
+            return ast.copy_location(ast.Constant(_LITERAL_NAMES[node.id]), node)
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        name = _dotted(node.func)
+        wrapper = name in _WRAPPER_CALLS or re.fullmatch(r"(np|numpy)\.\w+", name)
+        if wrapper and len(node.args) == 1:
+            return self.visit(node.args[0])
+        return node
+
+
+def dict_line(line: str) -> dict | None:
+    """A whole line that is one dict literal with at least one number (the HF Trainer's per-step log), else None."""
+    if not (line.startswith("{") and line.endswith("}")):
+        return None
+    try:
+        parsed = ast.literal_eval(_Literals().visit(ast.parse(line, mode="eval")).body)
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        return None
+    if not isinstance(parsed, dict) or not all(isinstance(k, str) for k in parsed):
+        return None
+    values = {k: (number(v) if isinstance(v, str) and number(v) is not None else v) for k, v in parsed.items()}
+    if not any(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values.values()):
+        return None
+    if depth(values) > MAX_DEPTH:
+        return None
+    try:  # tuples, sets, bytes inside a value become what JSON can hold; lone surrogates their escapes
+        return without_surrogates(json.loads(json.dumps(values, default=repr)))
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+_VERL_STEP = re.compile(r"step:(\d+)(?: - |$)")
+
+
+def verl_line(line: str, cut: bool) -> tuple[int, dict] | None:
+    """``step:N - key:value - ...`` → (N, values). ``cut``: the line may have lost its end, so its last pair is
+    dropped (only a pair followed by `` - `` is known to be whole)."""
+    match = _VERL_STEP.match(line)
+    if match is None or len(match.group(1)) > 19 or not is_int64(int(match.group(1))):
+        return None
+    rest = line[match.end() :]
+    pairs = rest.split(" - ") if rest else []
+    if cut and pairs:
+        pairs.pop()
+    items = {}
+    for pair in pairs:
+        key, sep, text = pair.partition(":")
+        if sep and key:
+            items[key] = console_value(text)
+    return int(match.group(1)), items
+
+
+def integral(value: Any) -> int | None:
+    """A step value: an int, or a float with no fraction (``10.0``), within 64 bits; bools and anything else
+    (``1e300``, ``2**70``) are not steps."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and is_int64(value):
+        return value
+    return None
+
+
+class BadLine(ValueError):
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def jsonl_row(raw: bytes) -> tuple[int, int | None, dict] | None:
+    """One JSONL line → (step, ts_us, values); None for a blank line; BadLine for anything unusable."""
+    if not raw.strip():
+        return None
+    try:
+        obj = loads_checked(raw)
+    except ValueError as exc:  # includes bad UTF-8 and nesting beyond MAX_DEPTH
+        raise BadLine("bad_line", f"not JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise BadLine("bad_line", f"a JSON {type(obj).__name__}, not an object")
+    step_field = next((f for f in STEP_FIELDS if f in obj), None)
+    step = integral(obj[step_field]) if step_field else None
+    if step is None and step_field:
+        raise BadLine("bad_step", f"{step_field} {shown(obj[step_field])} is not an integer within 64 bits")
+    if step is None:
+        raise BadLine("no_step", f"no integer step field ({', '.join(STEP_FIELDS)})")
+    items = {k: v for k, v in obj.items() if k != step_field}
+    if isinstance(items.get("data"), dict):  # verl's file logger: {"step": N, "data": {...}}
+        items = {**{k: v for k, v in items.items() if k != "data"}, **items["data"]}
+    stamp = items.get("_timestamp")
+    ts_us = None
+    if isinstance(stamp, (int, float)) and not isinstance(stamp, bool):
+        ts_us = time_us(float(stamp)) if abs(stamp) < 1e300 else None  # out of range: the row stays, untimed
+    return step, ts_us, items
+
+
+def shown(value: Any) -> str:
+    """A value quoted in a message: short, whatever it is, and never a credential (cut after redaction, so no
+    part of one is left)."""
+    text = redact_text(repr(value))
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def complete_lines(fh, start: int, end: int) -> Iterator[tuple[int, bytes]]:
+    """(offset, line without its newline) for every complete line between ``start`` and ``end``; a last line
+    without its newline is not yielded (the writer is still writing it)."""
+    fh.seek(start)
+    pos, pending, remaining = start, [], end - start
+    while remaining > 0:
+        data = fh.read(min(_READ_CHUNK, remaining))
+        if not data:
+            break
+        remaining -= len(data)
+        if b"\n" not in data:  # a long line (a tqdm bar redrawn with \r only): join its pieces once, later
+            pending.append(data)
+            continue
+        lines = b"".join([*pending, data]).split(b"\n")
+        pending = [lines.pop()]
+        for line in lines:
+            yield pos, line
+            pos += len(line) + 1
