@@ -1,5 +1,6 @@
-"""The parts of the `grpolens` command line that are not its commands (pipeline/cli.py has those and its parser):
-"did you mean …?" for a mistyped command or choice, subcommands whose --help ends with examples, the version."""
+"""The parts of the `grpolens` command line that are not its commands (cli.py builds the parser; cli_build.py and
+cli_read.py hold the commands): "did you mean …?" for a mistyped command or choice, subcommands whose --help ends
+with examples, the version."""
 
 from __future__ import annotations
 
