@@ -1,5 +1,8 @@
 -- Shared detectors for sql/checks: temporary macros the check runner (pipeline/checks.py) defines on its
 -- connection before any rule runs, so a fix here fixes every rule that calls it.
+-- Lint: sqlfluff parses a window frame offset only as a literal or a column, not as an expression of the macro's
+-- arguments (`smooth - 1 preceding`), hence the `noqa: PRS` on those frames; `noqa: RF02` marks a macro argument
+-- that RF02 takes for an unqualified column in a join.
 
 -- Wilson score interval of a proportion k/n (z = 1.96: 95%). A rate judged against a threshold is flagged only when
 -- the interval lies beyond it: 3 failures in 240 rollouts (1.25%) is not evidence of a rate above 1%,
@@ -31,8 +34,10 @@ with series as (
         run_key, step, value,
         row_number() over (partition by run_key order by step) as idx,
         count(*) over (partition by run_key) as n,
-        median(value) over (partition by run_key order by step rows between smooth - 1 preceding and current row)
-            as level
+        median(value) over (
+            partition by run_key order by step
+            rows between smooth - 1 preceding and current row  -- noqa: PRS
+        ) as level
     from metrics
     where metric = metric_name and isfinite(value)
 ),
@@ -141,8 +146,14 @@ windows as (
         median(value) over head as start_value
     from series
     window
-        trend as (partition by run_key order by step rows between window_steps - 1 preceding and current row),
-        head as (partition by run_key order by step rows between window_steps - 1 preceding and window_steps - 3 preceding)
+        trend as (
+            partition by run_key order by step
+            rows between window_steps - 1 preceding and current row  -- noqa: PRS
+        ),
+        head as (
+            partition by run_key order by step
+            rows between window_steps - 1 preceding and window_steps - 3 preceding  -- noqa: PRS
+        )
 )
 
 select
@@ -181,9 +192,18 @@ baseline as (
         count(*) over ahead as n_ahead
     from series
     window
-        recent as (partition by run_key order by step rows between window_steps + lag preceding and lag + 1 preceding),
-        earlier as (partition by run_key order by step rows between unbounded preceding and lag + 1 preceding),
-        ahead as (partition by run_key order by step rows between current row and sustain - 1 following)
+        recent as (
+            partition by run_key order by step
+            rows between window_steps + lag preceding and lag + 1 preceding  -- noqa: PRS
+        ),
+        earlier as (
+            partition by run_key order by step
+            rows between unbounded preceding and lag + 1 preceding  -- noqa: PRS
+        ),
+        ahead as (
+            partition by run_key order by step
+            rows between current row and sustain - 1 following  -- noqa: PRS
+        )
 ),
 
 bars as (
@@ -202,10 +222,12 @@ ends as (
         any_value(o.value) as onset_value,
         any_value(o.base_median) as base_median,
         any_value(o.bar) as bar,
-        min(s.step) filter (where s.value >= o.bar + recover_share * (o.base_median - o.bar)) as recovered_at
+        min(s.step) filter (
+            where s.value >= o.bar + recover_share * (o.base_median - o.bar)  -- noqa: RF02
+        ) as recovered_at
     from bars as o
-    join series as s on s.run_key = o.run_key and s.step > o.step
-    where o.value < o.bar and o.n_ahead = sustain and o.worst_ahead < o.bar
+    join series as s on o.run_key = s.run_key and o.step < s.step
+    where o.value < o.bar and o.n_ahead = sustain and o.worst_ahead < o.bar  -- noqa: RF02
     group by o.run_key, o.step
 )
 
@@ -221,7 +243,7 @@ select
      where s.run_key = e.run_key and s.step < coalesce(e.recovered_at, 9223372036854775807)) as last_low
 from ends as e
 where not exists (
-    select 1 from ends as prior
-    where prior.run_key = e.run_key and prior.onset < e.onset
-        and (prior.recovered_at is null or prior.recovered_at > e.onset)
+    select 1 from ends as previous
+    where previous.run_key = e.run_key and previous.onset < e.onset
+        and (previous.recovered_at is null or previous.recovered_at > e.onset)
 );

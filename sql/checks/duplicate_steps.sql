@@ -41,7 +41,7 @@ named as (
 
 counter_keys as (  -- integers that never decrease over the run's W&B steps
     select run_key, key
-    from (select *, value - lag(value) over (partition by run_key, key order by step) as change from named)
+    from (select *, value - lag(value) over (partition by run_key, key order by step) as change from named) as changes
     group by run_key, key
     having bool_and(value = floor(value)) and coalesce(min(change), 0) >= 0 and count(*) >= 2
 ),
@@ -62,8 +62,8 @@ shared_steps as (  -- trainer steps that span more than one W&B step
 double_logged as (
     select c.run_key, c.counter_key, c.trainer_step, min(h.step) as first_step, max(h.step) as last_step
     from counter as c
-    join shared_steps as s using (run_key, counter_key, trainer_step)
-    join history as h on h.run_key = c.run_key and h.step = c.step
+    join shared_steps using (run_key, counter_key, trainer_step)
+    join history as h on c.run_key = h.run_key and c.step = h.step
     where h.key not in (select k.key from counter_keys as k where k.run_key = c.run_key)
         and h.key not like '%epoch' and not starts_with(h.key, '_')
     group by c.run_key, c.counter_key, c.trainer_step

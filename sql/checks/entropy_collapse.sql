@@ -25,7 +25,7 @@ early as (
 ),
 
 low as (
-    select e.*, early.early_entropy, idx - row_number() over (partition by e.run_key order by e.step) as stretch
+    select e.*, early.early_entropy, e.idx - row_number() over (partition by e.run_key order by e.step) as stretch
     from entropy as e
     join early using (run_key)
     where e.value < $floor and e.value < $drop_ratio * early.early_entropy

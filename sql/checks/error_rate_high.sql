@@ -98,5 +98,5 @@ from (
         hour_episode(hour, row_number() over (partition by dataset order by hour)) as episode
     from health
     where grain = 'hour' and rollouts_started > 0 and wilson_lower(rollouts_failed, rollouts_started) > $warn_rate
-)
+) as hourly
 group by dataset, episode

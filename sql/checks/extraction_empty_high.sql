@@ -93,5 +93,5 @@ from (
         hour_episode(hour, row_number() over (partition by dataset order by hour)) as episode
     from extraction
     where grain = 'hour' and wilson_lower(empty_events, order_events) > $max_share
-)
+) as hourly
 group by dataset, episode

@@ -50,5 +50,5 @@ from (
         hour_episode(hour, row_number() over (partition by dataset order by hour)) as episode
     from extraction
     where grain = 'hour' and wilson_upper(full_events, order_events) < $min_rate
-)
+) as hourly
 group by dataset, episode

@@ -95,7 +95,7 @@ select
            || 'from the reference: raise the KL penalty or lower the learning rate', $window::bigint, min(level),
            min(step), count(*), max(level)) as message
 from (
-    select *, idx - row_number() over (partition by run_key order by step) as episode
+    select levels.*, starts.early, levels.idx - row_number() over (partition by run_key order by levels.step) as episode
     from (
         select *, median(value) over (partition by run_key order by step rows between $window - 1 preceding
             and current row) as level
@@ -107,7 +107,7 @@ from (
         where idx <= greatest(3, ceil(0.05 * n))
         group by run_key
     ) as starts using (run_key)
-    where level >= $high_kl and level >= $high_ratio * early
-)
+    where levels.level >= $high_kl and levels.level >= $high_ratio * starts.early
+) as high_levels
 group by run_key, episode
 having count(*) >= $high_sustain

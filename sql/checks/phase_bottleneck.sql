@@ -36,10 +36,16 @@ per_step as (
     from phases
 ),
 
+step_counts as (
+    select run_key, count(*) as steps
+    from step_time
+    group by run_key
+),
+
 regular as (
     select p.*
     from per_step as p
-    join (select run_key, count(*) as steps from step_time group by run_key) as t using (run_key)
+    join step_counts as t using (run_key)
     where p.n >= $min_coverage * t.steps
 ),
 

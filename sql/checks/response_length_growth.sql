@@ -48,7 +48,7 @@ reward_rise as (
         count(r.value) as reward_points
     from growing as g
     join metrics as r
-        on r.run_key = g.run_key and r.metric = 'reward_mean' and isfinite(r.value)
+        on g.run_key = r.run_key and r.metric = 'reward_mean' and isfinite(r.value)
         and r.step between g.start_step and g.step
     group by g.run_key, g.step, g.start_step
 ),
@@ -56,7 +56,7 @@ reward_rise as (
 outrunning as (
     select g.*, rr.reward_growth
     from growing as g
-    left join reward_rise as rr on rr.run_key = g.run_key and rr.step = g.step and rr.reward_points >= 3
+    left join reward_rise as rr on g.run_key = rr.run_key and g.step = rr.step and rr.reward_points >= 3
     where rr.reward_growth is null or rr.reward_growth < $reward_share * g.growth
 ),
 
@@ -140,11 +140,12 @@ from (
         (select (median(r.value) filter (where r.idx > r.n - greatest(5, r.n / 5))
                  - median(r.value) filter (where r.idx <= greatest(5, r.n / 10)))
                 / greatest(abs(median(r.value) filter (where r.idx <= greatest(5, r.n / 10))), 0.1)
-         from (select value, row_number() over (order by step) as idx, count(*) over () as n
+         from (select m.value, row_number() over (order by m.step) as idx, count(*) over () as n
                from metrics as m where m.run_key = l.run_key and m.metric = 'reward_mean' and isfinite(m.value)) as r)
             as reward_growth,
         (select min(x.step) from (
-            select step, median(value) over (order by step rows between $window - 1 preceding and current row) as lvl
+            select y.step, median(y.value) over (order by y.step rows between $window - 1 preceding and current row)
+                as lvl
             from lengths as y where y.run_key = l.run_key) as x
          where x.lvl >= (1 + $min_growth) * median(l.value) filter (where l.idx <= greatest(5, l.n / 10))) as onset
     from lengths as l
@@ -153,4 +154,6 @@ from (
 ) as whole
 where end_length >= (1 + $run_growth) * start_length
     and (reward_growth is null or reward_growth < $reward_share * (end_length / start_length - 1))
-    and run_key not in (select run_key from kept where before_length is null or final_length >= (1 + $min_kept) * before_length)
+    and run_key not in (
+        select run_key from kept where before_length is null or final_length >= (1 + $min_kept) * before_length
+    )

@@ -29,7 +29,7 @@ ceilings as (  -- the mean length on its own maximum, to within half a percent, 
         select run_key, value, max(value) over (partition by run_key) as top, count(*) over (partition by run_key) as n
         from metrics
         where metric = 'response_length_mean' and isfinite(value) and value > 0
-    )
+    ) as lengths
     where value >= 0.995 * top
     group by run_key
     having count(*) >= greatest($ceiling_steps, 0.05 * any_value(n))
@@ -62,7 +62,7 @@ shares as (
         'response_length_mean' as metric,
         m.value as mean_length
     from metrics as m
-    join limits as l on l.run_key = m.run_key and l.max_length > 0
+    join limits as l on m.run_key = l.run_key and l.max_length > 0
     where m.metric = 'response_length_mean' and isfinite(m.value)
 ),
 

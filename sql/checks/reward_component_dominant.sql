@@ -17,7 +17,10 @@
 -- A run with no recognisable task component is not judged. Reported at the step the shaping term's trailing mean
 -- passed half of its gain.
 with runs_with_task as (
-    select run_key, sum(gain) as task_gain, bool_and((coalesce(gain_t, 0) < $max_task_t or nonzero_points < 0.1 * points)) as task_flat,
+    select
+        run_key,
+        sum(gain) as task_gain,
+        bool_and((coalesce(gain_t, 0) < $max_task_t or nonzero_points < 0.1 * points)) as task_flat,
         string_agg(printf('%s %.3g -> %.3g', component, first_mean, last_mean), ', ') as task_summary
     from reward_components
     where is_task and points >= $min_points

@@ -69,7 +69,7 @@ reward_fits as (
         arg_max(r.value, r.step) as reward_to
     from task_fits as t
     join metrics as r
-        on r.run_key = t.run_key and r.metric = 'reward_mean' and isfinite(r.value)
+        on t.run_key = r.run_key and r.metric = 'reward_mean' and isfinite(r.value)
         and r.step between t.start_step and t.step
     group by t.run_key, t.step
 ),
@@ -159,7 +159,8 @@ having bool_or(c.is_task)
     and any_value(c.total_t) >= $min_total_t
     and any_value(c.total_gain) > 0
     and sum(c.gain) filter (where c.is_task) <= $max_task_share * any_value(c.total_gain)
-    and bool_and((coalesce(c.gain_t, 0) < $max_component_t or c.nonzero_points < 0.1 * c.points)) filter (where c.is_task)
+    and bool_and((coalesce(c.gain_t, 0) < $max_component_t or c.nonzero_points < 0.1 * c.points))
+        filter (where c.is_task)
 
 union all by name
 
@@ -178,7 +179,7 @@ select
            min(h.value), array_to_string(list(h.step order by h.step) filter (where h.value < 0)[1:5], ', '))
         as message
 from reward_components as c
-join history as h on h.run_key = c.run_key and h.key = c.key and isfinite(h.value)
+join history as h on c.run_key = h.run_key and c.key = h.key and isfinite(h.value)
 where c.points >= $min_points
 group by h.run_key, c.key, c.component
 having bool_and(h.value <= 0)

@@ -51,7 +51,7 @@ window_ends as (
 members as (
     select e.*, r.idx, r.step, r.value, r.idx > e.end_idx - e.w // 2 as second_half
     from window_ends as e
-    join reward as r on r.run_key = e.run_key and r.idx between e.end_idx - e.w + 1 and e.end_idx
+    join reward as r on e.run_key = r.run_key and r.idx between e.end_idx - e.w + 1 and e.end_idx
 ),
 
 windows as (
@@ -79,7 +79,7 @@ windows as (
 
 fits as (
     select
-        windows.*,
+        *,
         sxy / sxx as slope,
         (sxy / sxx) / greatest(sqrt(greatest(syy - sxy * sxy / sxx, 0) / (k - 2) / sxx), 1e-12) as t,
         (sxy1 / sxx1) / greatest(sqrt(greatest(syy1 - sxy1 * sxy1 / sxx1, 0) / (k1 - 2) / sxx1), 1e-12) as t1,

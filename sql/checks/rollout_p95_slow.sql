@@ -50,5 +50,5 @@ from (
         hour_episode(hour, row_number() over (partition by dataset, service order by hour)) as episode
     from rollout_timing
     where grain = 'hour' and rollouts_timed >= $min_rollouts and duration_p95_s >= $p95_limit
-)
+) as hourly
 group by dataset, service, episode

@@ -100,7 +100,7 @@ ends as (
         any_value(o.current_rate) as onset_rate,
         min(s.step) filter (where s.current_rate >= (1 - $max_drop / 2) * o.base_rate) as recovered_at
     from onsets as o
-    left join smoothed as s on s.run_key = o.run_key and s.step > o.step
+    left join smoothed as s on o.run_key = s.run_key and o.step < s.step
     group by o.run_key, o.step
 ),
 
@@ -114,9 +114,9 @@ episodes as (
          where s.run_key = e.run_key and s.step < coalesce(e.recovered_at, 9223372036854775807)) as last_low
     from ends as e
     where not exists (
-        select 1 from ends as prior
-        where prior.run_key = e.run_key and prior.onset < e.onset
-            and (prior.recovered_at is null or prior.recovered_at > e.onset)
+        select 1 from ends as previous
+        where previous.run_key = e.run_key and previous.onset < e.onset
+            and (previous.recovered_at is null or previous.recovered_at > e.onset)
     )
 )
 
@@ -169,7 +169,7 @@ from (
             median(rate) filter (where idx > n - greatest(3, n / 5)) as end_rate
         from (select run_key, rate, row_number() over (partition by run_key order by step) as idx,
                      count(*) over (partition by run_key) as n
-              from rates where rate > 0 and isfinite(rate))
+              from rates where rate > 0 and isfinite(rate)) as numbered
         group by run_key
         having any_value(n) >= 10
     ) as f using (run_key)

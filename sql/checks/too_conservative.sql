@@ -70,7 +70,7 @@ context as (
         median(m.value) filter (where m.metric = 'entropy') as entropy
     from flat as f
     join metrics as m
-        on m.run_key = f.run_key and m.step between f.start_step and f.step and isfinite(m.value)
+        on f.run_key = m.run_key and m.step between f.start_step and f.step and isfinite(m.value)
         and m.metric in ('kl', 'frac_reward_zero_std', 'entropy')
     group by f.run_key, f.step
 ),
@@ -82,13 +82,13 @@ early_entropy as (
             count(*) over (partition by run_key) as n
         from metrics
         where metric = 'entropy' and isfinite(value)
-    )
+    ) as numbered
     where idx <= greatest(3, ceil(n * 0.1))
     group by run_key
 ),
 
 conservative as (
-    select c.*, idx - row_number() over (partition by c.run_key order by step) as episode
+    select c.*, c.idx - row_number() over (partition by c.run_key order by c.step) as episode
     from context as c
     left join early_entropy as e using (run_key)
     where c.kl_median < $max_kl

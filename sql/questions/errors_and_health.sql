@@ -3,4 +3,4 @@
 select grain, dataset, hour, events, error_events, round(100 * error_rate, 2) as error_pct,
     round(100 * completion_rate, 1) as completion_pct, status
 from health
-order by dataset, grain desc, hour
+order by dataset asc, grain desc, hour asc

@@ -4,4 +4,4 @@ select grain, dataset, power_name, order_events, round(100 * full_share, 1) as f
     round(100 * partial_share, 1) as partial_pct, round(100 * empty_share, 1) as empty_pct,
     round(order_yield, 3) as order_yield, missing_reason
 from extraction
-order by dataset, grain desc, power_name
+order by dataset asc, grain desc, power_name asc

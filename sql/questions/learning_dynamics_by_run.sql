@@ -9,15 +9,15 @@ with phases as (
 
 select
     r.name,
-    round(avg(reward_mean) filter (where phase = 'start'), 3) as reward_start,
-    round(avg(reward_mean) filter (where phase = 'end'), 3) as reward_end,
-    round(avg(kl) filter (where phase = 'end'), 4) as kl_end,
-    round(avg(entropy) filter (where phase = 'start'), 3) as entropy_start,
-    round(avg(entropy) filter (where phase = 'end'), 3) as entropy_end,
-    round(avg(response_length_mean) filter (where phase = 'start'), 1) as length_start,
-    round(avg(response_length_mean) filter (where phase = 'end'), 1) as length_end,
-    round(max(grad_norm), 3) as grad_norm_max
-from phases
+    round(avg(p.reward_mean) filter (where p.phase = 'start'), 3) as reward_start,
+    round(avg(p.reward_mean) filter (where p.phase = 'end'), 3) as reward_end,
+    round(avg(p.kl) filter (where p.phase = 'end'), 4) as kl_end,
+    round(avg(p.entropy) filter (where p.phase = 'start'), 3) as entropy_start,
+    round(avg(p.entropy) filter (where p.phase = 'end'), 3) as entropy_end,
+    round(avg(p.response_length_mean) filter (where p.phase = 'start'), 1) as length_start,
+    round(avg(p.response_length_mean) filter (where p.phase = 'end'), 1) as length_end,
+    round(max(p.grad_norm), 3) as grad_norm_max
+from phases as p
 join runs as r using (run_key)
 group by r.name
 order by r.name

@@ -13,4 +13,4 @@ select
 from power_law_fit as f
 join runs as r using (run_key)
 where f.compute_basis <> 'steps'
-order by f.compute_basis, f.exponent desc nulls last
+order by f.compute_basis asc, f.exponent desc nulls last

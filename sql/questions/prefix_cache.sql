@@ -4,5 +4,5 @@ select c.origin, c.grain, coalesce(c.dataset, r.name) as dataset_or_run, c.hour,
     round(100 * c.hit_rate, 1) as hit_pct, round(100 * c.prompt_tokens_cached_share, 1) as prompt_cached_pct,
     c.missing_reason
 from cache_stats as c
-left join runs as r on r.run_key = c.run_key
-order by c.origin, c.grain desc, c.hour
+left join runs as r on c.run_key = r.run_key
+order by c.origin asc, c.grain desc, c.hour asc

@@ -13,5 +13,5 @@ select
     coalesce(t.missing_reason, r.missing_reason) as missing_reason
 from throughput as t
 left join rollout_timing as r
-    on r.dataset = t.dataset and r.service = t.service and r.grain = t.grain and r.hour is not distinct from t.hour
-order by t.dataset, t.grain desc, t.hour
+    on t.dataset = r.dataset and t.service = r.service and t.grain = r.grain and r.hour is not distinct from t.hour
+order by t.dataset asc, t.grain desc, t.hour asc

@@ -27,8 +27,8 @@ renamed as (
         source.lake_source
     from source
     left join reloads
-        on reloads.lake_source = source.lake_source
-        and reloads.run_key = source.run_key
+        on source.lake_source = reloads.lake_source
+        and source.run_key = reloads.run_key
     where reloads.history_from_ingest is null
         or source.ingest_id >= reloads.history_from_ingest
 )

@@ -22,19 +22,23 @@ repeated as (
 ),
 
 read_once as (
-    select source.* exclude (ingest_id, file_offset, lake_source), 1 as versions
+    -- EXCLUDE lists column names, which RF02 reads as unqualified references
+    select source.* exclude (ingest_id, file_offset, lake_source), 1 as versions  -- noqa: RF02
     from source
     anti join repeated using (run_key, step, key)
 ),
 
 resolved as (
     select
-        source.* exclude (ingest_id, file_offset, lake_source),
-        greatest(1, count(distinct case when lake_source <> 'wandb_cloud' then lake_source || ':' || file_offset end)
-            over (partition by run_key, step, key)) as versions
+        source.* exclude (ingest_id, file_offset, lake_source),  -- EXCLUDE names, as above -- noqa: RF02
+        greatest(1, count(distinct case
+            when source.lake_source <> 'wandb_cloud' then source.lake_source || ':' || source.file_offset
+        end) over (partition by run_key, step, key)) as versions
     from source
     semi join repeated using (run_key, step, key)
-    qualify row_number() over (partition by run_key, step, key order by ingest_id desc, file_offset desc) = 1
+    qualify row_number() over (
+        partition by run_key, step, key order by source.ingest_id desc, source.file_offset desc
+    ) = 1
 ),
 
 final as (

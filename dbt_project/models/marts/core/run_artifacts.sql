@@ -13,10 +13,10 @@ unnested as (
 final as (
     select
         run_key,
-        artifact->>'$.name' as artifact_name,
-        artifact->>'$.type' as artifact_type,
-        artifact->>'$.version' as version,
-        cast(artifact->'$.aliases' as varchar[]) as aliases
+        artifact ->> '$.name' as artifact_name,
+        artifact ->> '$.type' as artifact_type,
+        artifact ->> '$.version' as version,
+        cast(artifact -> '$.aliases' as varchar[]) as aliases
     from unnested
 )
 

@@ -21,7 +21,7 @@ checkpoints as (
     from ratings
     where player_kind = 'checkpoint'
     qualify row_number() over (
-        partition by run_key, step order by rating desc, checkpoint_step desc, player
+        partition by run_key, step order by rating desc, checkpoint_step desc, player asc
     ) = 1
 ),
 

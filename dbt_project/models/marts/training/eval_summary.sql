@@ -53,8 +53,8 @@ summarised as (
         arg_max(value, step) filter (where isfinite(value)) as last_value,
         min(value) filter (where isfinite(value)) as min_value,
         max(value) filter (where isfinite(value)) as max_value,
-        first(step order by value desc, step) filter (where isfinite(value)) as max_step,
-        first(step order by value asc, step) filter (where isfinite(value)) as min_step
+        first(step order by value desc, step asc) filter (where isfinite(value)) as max_step,
+        first(step order by value asc, step asc) filter (where isfinite(value)) as min_step
     from history
     group by run_key, key
 ),

@@ -36,7 +36,8 @@ paired as (
         count(*) over (partition by c.run_key, c.component) as n
     from components as c
     join chosen using (run_key, component, key)
-    join {{ of_changed_runs(ref('metrics')) }} as r on r.run_key = c.run_key and r.step = c.step and r.metric = 'reward_mean'
+    join {{ of_changed_runs(ref('metrics')) }} as r
+        on c.run_key = r.run_key and c.step = r.step and r.metric = 'reward_mean'
     where isfinite(r.value)
 ),
 

@@ -21,7 +21,7 @@ step_totals as (
         max(m.value) is not null as step_time_logged
     from phases as p
     left join {{ of_changed_runs(ref('metrics')) }} as m
-        on m.run_key = p.run_key and m.step = p.step and m.metric = 'step_time_s' and isfinite(m.value)
+        on p.run_key = m.run_key and p.step = m.step and m.metric = 'step_time_s' and isfinite(m.value)
     group by p.run_key, p.step
 ),
 
