@@ -35,6 +35,7 @@ lint: setup
 	$(BIN)/ruff format --check pipeline tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/sqlfluff lint dbt_project/models dbt_project/macros sql
+	cd sql/checks && $(CURDIR)/$(BIN)/sqlfluff lint .  # its own templater (DuckDB $$parameters): sql/checks/.sqlfluff
 
 format: setup
 	$(BIN)/ruff check --fix pipeline tests benchmarks
