@@ -1,7 +1,7 @@
 """Incremental ingest of what a trainer wrote itself, for runs that have no W&B: ``trainer_state.json``, JSONL
 metric logs and console logs. The lake rows have the same shape as W&B runs, so every mart and check works on them.
-This module finds the files, names the runs and keeps the cursors; how one line of each format is read is
-pipeline.sources.trainer_log_lines.
+This module keeps the cursors and runs the ingest; finding the files and naming the runs is
+pipeline.sources.trainer_log_runs, and how one line of each format is read is pipeline.sources.trainer_log_lines.
 
 Formats, and why each is read the way it is:
 
@@ -50,19 +50,16 @@ live one: its state is ``unknown``; ``heartbeat_at`` is the file's mtime, the la
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import os
 import re
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pipeline import lake
-from pipeline.secrets import redact, redact_name
 from pipeline.sources import files
 from pipeline.sources.files import FileIssue, failed_file
 from pipeline.sources.trainer_log_lines import (
@@ -74,48 +71,31 @@ from pipeline.sources.trainer_log_lines import (
     shown,
     verl_line,
 )
+from pipeline.sources.trainer_log_runs import (
+    SOURCE,
+    RunInfo,
+    _project,
+    discover,
+    log_identity,
+    run_id_for,
+    run_key_for,
+)
 from pipeline.sources.wandb_offline import IngestReport
 from pipeline.sources.wandb_records import redact_secrets
 from pipeline.values import (
     MAX_DEPTH,
     depth,
     finite,
-    json_text,
     logged_json,
     may_hold_surrogates,
     without_surrogates,
 )
 
-SOURCE = "trainer_log"
-ENTITY = "local"
-DEFAULT_PROJECT = "trainer_logs"
-STATE_FILE = "trainer_state.json"
-CONSOLE_SUFFIXES = (".log", ".txt", ".out")  # .out: what SLURM captures of a job's stdout
 CONSOLE_CUT = 4096  # W&B's console capture cuts lines at this many characters
-# A log with one of these stems is named after its folder; any other stem names the run itself.
-GENERIC_STEMS = {
-    "output",
-    "stdout",
-    "stderr",
-    "console",
-    "log",
-    "logs",
-    "train",
-    "training",
-    "metrics",
-    "history",
-    "events",
-    "progress",
-    "run",
-}
-# Text files that are never logs (tokenizer files inside checkpoints, package lists).
-NOT_LOGS = {"requirements.txt", "merges.txt", "vocab.txt", "license.txt", "notice.txt", "readme.txt"}
-_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 # What sits in front of a trainer's own line in a captured console: terminal colour codes, and Ray's tag of the
 # process that printed it (verl's driver prints through Ray: "\x1b[36m(TaskRunner pid=678203)\x1b[0m step:1 - ...").
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _RAY_TAG = re.compile(r"^\((?:[\w.]+)\s+pid=\d+(?:,\s*ip=[\w.:]+)?\)\s*")
-_WANDB_RUN = re.compile(r"^(offline-)?run-")
 
 
 class TrainerLogReport(IngestReport):
@@ -131,173 +111,6 @@ class TrainerLogReport(IngestReport):
         out += [f"  note: {n}" for n in self.notes]
         out += [f"  skipped: {i.path} @ byte {i.offset}: {i.kind}: {i.message}" for i in self.issues]
         return out
-
-
-# --------------------------------------------------------------------------------------------------- discovery
-
-
-@dataclass
-class Found:
-    logs: list[tuple[Path, str]] = field(default_factory=list)  # append-only files and their kind (jsonl|console)
-    snapshots: dict[str, list[Path]] = field(default_factory=dict)  # run folder (realpath) -> its trainer_state.json
-
-    @property
-    def count(self) -> int:
-        return len(self.logs) + sum(len(v) for v in self.snapshots.values())
-
-
-def _kind(name: str) -> str | None:
-    lower = name.lower()
-    if name == STATE_FILE:
-        return "trainer_state"
-    if lower.endswith(".jsonl"):
-        return "jsonl"
-    if lower.endswith(CONSOLE_SUFFIXES) and lower not in NOT_LOGS:
-        return "console"
-    return None
-
-
-def state_run_dir(path: Path) -> Path:
-    """A ``trainer_state.json``'s run: the output folder holding the ``checkpoint-*`` folders, or its own folder."""
-    return path.parent.parent if _CHECKPOINT.match(path.parent.name) else path.parent
-
-
-def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None) -> Found:
-    """Every trainer-log file below the roots (files or folders), once each; symlinks, hidden folders and special
-    files (added to ``skipped``) left out.
-
-    Inside a ``checkpoint-N`` folder only ``trainer_state.json`` counts (the rest are weights and tokenizer files),
-    and a console log in a folder that has its trainer_state.json snapshots is left out ("where that is all there is").
-    """
-    logs: dict[str, str] = {}
-    snapshots: dict[str, set[str]] = {}
-
-    def add(full: Path) -> None:
-        kind = _kind(full.name)
-        if kind is None or not files.regular(full, skipped):
-            return
-        real = os.path.realpath(full)
-        if kind == "trainer_state":
-            snapshots.setdefault(str(state_run_dir(Path(real))), set()).add(real)
-        else:
-            logs.setdefault(real, kind)
-
-    for root in roots:
-        root = Path(root)
-        if root.is_file():
-            add(root)
-            continue
-        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-            dirnames[:] = sorted(
-                d for d in dirnames if not d.startswith(".") and not os.path.islink(os.path.join(dirpath, d))
-            )
-            if _CHECKPOINT.match(os.path.basename(dirpath)):
-                filenames = [f for f in filenames if f == STATE_FILE]
-            for name in sorted(filenames):
-                add(Path(dirpath) / name)
-    # A console log next to a trainer_state.json prints the same log_history entries, rounded: the file wins.
-    logs = {p: k for p, k in logs.items() if not (k == "console" and os.path.dirname(p) in snapshots)}
-    return Found(
-        logs=[(Path(p), k) for p, k in sorted(logs.items())],
-        snapshots={run: [Path(p) for p in sorted(paths)] for run, paths in sorted(snapshots.items())},
-    )
-
-
-# ---------------------------------------------------------------------------------------------------- identity
-
-
-def run_id_for(identity: str) -> str:
-    return hashlib.sha1(identity.encode("utf-8", "surrogateescape")).hexdigest()[:12]
-
-
-def run_key_for(project: str, run_id: str) -> str:
-    return f"{SOURCE}:{ENTITY}/{project}/{run_id}"
-
-
-def _project(folder: Path) -> str:
-    return folder.name or DEFAULT_PROJECT
-
-
-def log_identity(path: Path) -> tuple[str, str]:
-    """(project, name) of a JSONL or console log's run."""
-    folder = path.parent
-    if folder.name == "files" and _WANDB_RUN.match(folder.parent.name):
-        folder = folder.parent  # a W&B run folder's files/output.log belongs to the run folder
-    if path.stem.lower() in GENERIC_STEMS:
-        return _project(folder.parent), folder.name or path.stem
-    return _project(folder), path.stem
-
-
-@dataclass
-class RunInfo:
-    """What the runs table says about one run; kept in the cursor file so a refresh can rewrite the row."""
-
-    run_key: str
-    project: str
-    run_id: str
-    name: str
-    origin: str
-    state: str = "unknown"
-    config: dict = field(default_factory=dict)
-    summary: dict = field(default_factory=dict)  # last value written per key, as W&B keeps it
-    last_step: int | None = None
-    history_rows: int = 0
-    source_files: list[str] = field(default_factory=list)
-    heartbeat_us: int | None = None
-    history_from_ingest: int | None = None  # the log was read again from its start by this ingest
-
-    @classmethod
-    def from_state(cls, data: dict) -> RunInfo:
-        return cls(**data)
-
-    def to_state(self) -> dict:
-        state = asdict(self)
-        # The summary holds the logged values as they came; the cursor file lives in the lake: no secrets in it.
-        state.update(config=redact(self.config), summary=redact(self.summary), name=redact_name(self.name))
-        return finite(state)  # the cursor file is strict JSON
-
-    def reset_history(self) -> None:
-        self.summary, self.last_step, self.history_rows = {}, None, 0
-
-    def observe(self, step: int, items: dict) -> None:
-        self.history_rows += 1
-        if self.last_step is None or step > self.last_step:
-            self.last_step = step
-        self.summary.update(items)
-
-    def touch(self, path: Path, mtime_ns: int) -> None:
-        if str(path) not in self.source_files:
-            self.source_files.append(str(path))
-        self.heartbeat_us = max(self.heartbeat_us or 0, mtime_ns // 1000)
-
-    def row(self, ingest_id: int, now: float) -> dict:
-        return {
-            "run_key": self.run_key,
-            "source": SOURCE,
-            "origin": self.origin,
-            "entity": ENTITY,
-            "project": self.project,
-            "run_id": self.run_id,
-            "name": redact_name(self.name),
-            "state": self.state,
-            "exit_code": None,
-            "tags": [],
-            "group_name": None,
-            "job_type": None,
-            "sweep_id": None,
-            "created_at": None,
-            "heartbeat_at": self.heartbeat_us,
-            "config": json_text(redact(self.config)),
-            "summary": json_text(redact(self.summary)),
-            "last_step": self.last_step,
-            "history_rows": self.history_rows,
-            "wandb_version": None,
-            "source_files": self.source_files,
-            "step_offsets": json_text({}),
-            "ingest_id": ingest_id,
-            "ingested_at": int(now * 1_000_000),
-            "history_from_ingest": self.history_from_ingest,
-        }
 
 
 # ------------------------------------------------------------------------------------------------------ cursors

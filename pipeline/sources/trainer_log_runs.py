@@ -1,0 +1,210 @@
+"""Where trainer logs are and which run each belongs to: discovery of trainer_state.json, JSONL and console logs
+below the roots, run identity (run_id, run_key, project and name) and the runs-table record ``RunInfo``.
+The ingest itself is pipeline.sources.trainer_logs."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from pipeline.secrets import redact, redact_name
+from pipeline.sources import files
+from pipeline.sources.files import FileIssue
+from pipeline.values import finite, json_text
+
+SOURCE = "trainer_log"
+ENTITY = "local"
+DEFAULT_PROJECT = "trainer_logs"
+STATE_FILE = "trainer_state.json"
+CONSOLE_SUFFIXES = (".log", ".txt", ".out")  # .out: what SLURM captures of a job's stdout
+# A log with one of these stems is named after its folder; any other stem names the run itself.
+GENERIC_STEMS = {
+    "output",
+    "stdout",
+    "stderr",
+    "console",
+    "log",
+    "logs",
+    "train",
+    "training",
+    "metrics",
+    "history",
+    "events",
+    "progress",
+    "run",
+}
+# Text files that are never logs (tokenizer files inside checkpoints, package lists).
+NOT_LOGS = {"requirements.txt", "merges.txt", "vocab.txt", "license.txt", "notice.txt", "readme.txt"}
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+_WANDB_RUN = re.compile(r"^(offline-)?run-")
+
+
+# --------------------------------------------------------------------------------------------------- discovery
+
+
+@dataclass
+class Found:
+    logs: list[tuple[Path, str]] = field(default_factory=list)  # append-only files and their kind (jsonl|console)
+    snapshots: dict[str, list[Path]] = field(default_factory=dict)  # run folder (realpath) -> its trainer_state.json
+
+    @property
+    def count(self) -> int:
+        return len(self.logs) + sum(len(v) for v in self.snapshots.values())
+
+
+def _kind(name: str) -> str | None:
+    lower = name.lower()
+    if name == STATE_FILE:
+        return "trainer_state"
+    if lower.endswith(".jsonl"):
+        return "jsonl"
+    if lower.endswith(CONSOLE_SUFFIXES) and lower not in NOT_LOGS:
+        return "console"
+    return None
+
+
+def state_run_dir(path: Path) -> Path:
+    """A ``trainer_state.json``'s run: the output folder holding the ``checkpoint-*`` folders, or its own folder."""
+    return path.parent.parent if _CHECKPOINT.match(path.parent.name) else path.parent
+
+
+def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None) -> Found:
+    """Every trainer-log file below the roots (files or folders), once each; symlinks, hidden folders and special
+    files (added to ``skipped``) left out.
+
+    Inside a ``checkpoint-N`` folder only ``trainer_state.json`` counts (the rest are weights and tokenizer files),
+    and a console log in a folder that has its trainer_state.json snapshots is left out ("where that is all there is").
+    """
+    logs: dict[str, str] = {}
+    snapshots: dict[str, set[str]] = {}
+
+    def add(full: Path) -> None:
+        kind = _kind(full.name)
+        if kind is None or not files.regular(full, skipped):
+            return
+        real = os.path.realpath(full)
+        if kind == "trainer_state":
+            snapshots.setdefault(str(state_run_dir(Path(real))), set()).add(real)
+        else:
+            logs.setdefault(real, kind)
+
+    for root in roots:
+        root = Path(root)
+        if root.is_file():
+            add(root)
+            continue
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            dirnames[:] = sorted(
+                d for d in dirnames if not d.startswith(".") and not os.path.islink(os.path.join(dirpath, d))
+            )
+            if _CHECKPOINT.match(os.path.basename(dirpath)):
+                filenames = [f for f in filenames if f == STATE_FILE]
+            for name in sorted(filenames):
+                add(Path(dirpath) / name)
+    # A console log next to a trainer_state.json prints the same log_history entries, rounded: the file wins.
+    logs = {p: k for p, k in logs.items() if not (k == "console" and os.path.dirname(p) in snapshots)}
+    return Found(
+        logs=[(Path(p), k) for p, k in sorted(logs.items())],
+        snapshots={run: [Path(p) for p in sorted(paths)] for run, paths in sorted(snapshots.items())},
+    )
+
+
+# ---------------------------------------------------------------------------------------------------- identity
+
+
+def run_id_for(identity: str) -> str:
+    return hashlib.sha1(identity.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+
+
+def run_key_for(project: str, run_id: str) -> str:
+    return f"{SOURCE}:{ENTITY}/{project}/{run_id}"
+
+
+def _project(folder: Path) -> str:
+    return folder.name or DEFAULT_PROJECT
+
+
+def log_identity(path: Path) -> tuple[str, str]:
+    """(project, name) of a JSONL or console log's run."""
+    folder = path.parent
+    if folder.name == "files" and _WANDB_RUN.match(folder.parent.name):
+        folder = folder.parent  # a W&B run folder's files/output.log belongs to the run folder
+    if path.stem.lower() in GENERIC_STEMS:
+        return _project(folder.parent), folder.name or path.stem
+    return _project(folder), path.stem
+
+
+@dataclass
+class RunInfo:
+    """What the runs table says about one run; kept in the cursor file so a refresh can rewrite the row."""
+
+    run_key: str
+    project: str
+    run_id: str
+    name: str
+    origin: str
+    state: str = "unknown"
+    config: dict = field(default_factory=dict)
+    summary: dict = field(default_factory=dict)  # last value written per key, as W&B keeps it
+    last_step: int | None = None
+    history_rows: int = 0
+    source_files: list[str] = field(default_factory=list)
+    heartbeat_us: int | None = None
+    history_from_ingest: int | None = None  # the log was read again from its start by this ingest
+
+    @classmethod
+    def from_state(cls, data: dict) -> RunInfo:
+        return cls(**data)
+
+    def to_state(self) -> dict:
+        state = asdict(self)
+        # The summary holds the logged values as they came; the cursor file lives in the lake: no secrets in it.
+        state.update(config=redact(self.config), summary=redact(self.summary), name=redact_name(self.name))
+        return finite(state)  # the cursor file is strict JSON
+
+    def reset_history(self) -> None:
+        self.summary, self.last_step, self.history_rows = {}, None, 0
+
+    def observe(self, step: int, items: dict) -> None:
+        self.history_rows += 1
+        if self.last_step is None or step > self.last_step:
+            self.last_step = step
+        self.summary.update(items)
+
+    def touch(self, path: Path, mtime_ns: int) -> None:
+        if str(path) not in self.source_files:
+            self.source_files.append(str(path))
+        self.heartbeat_us = max(self.heartbeat_us or 0, mtime_ns // 1000)
+
+    def row(self, ingest_id: int, now: float) -> dict:
+        return {
+            "run_key": self.run_key,
+            "source": SOURCE,
+            "origin": self.origin,
+            "entity": ENTITY,
+            "project": self.project,
+            "run_id": self.run_id,
+            "name": redact_name(self.name),
+            "state": self.state,
+            "exit_code": None,
+            "tags": [],
+            "group_name": None,
+            "job_type": None,
+            "sweep_id": None,
+            "created_at": None,
+            "heartbeat_at": self.heartbeat_us,
+            "config": json_text(redact(self.config)),
+            "summary": json_text(redact(self.summary)),
+            "last_step": self.last_step,
+            "history_rows": self.history_rows,
+            "wandb_version": None,
+            "source_files": self.source_files,
+            "step_offsets": json_text({}),
+            "ingest_id": ingest_id,
+            "ingested_at": int(now * 1_000_000),
+            "history_from_ingest": self.history_from_ingest,
+        }
