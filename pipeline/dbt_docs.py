@@ -16,7 +16,7 @@ from collections.abc import Callable
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from pipeline.settings import DBT_PROJECT_DIR, Settings
+from pipeline.settings import Settings
 from pipeline.terminal import strip_ansi
 
 SITE_FILES = ("index.html", "manifest.json", "catalog.json")
@@ -37,8 +37,8 @@ def generate(
     """Run `dbt docs generate` against the built warehouse and copy the site into ``<home>/docs``; returns it.
     ``progress`` hears what is being done, ``echo`` dbt's own output.
 
-    The arguments are run_dbt's (same target and log paths); run_dbt itself cannot run a two-word dbt command
-    (it puts its options between `docs` and `generate`)."""
+    The arguments are run_dbt's (warehouse.dbt_command: same target and log paths); the output is read whole here
+    because a failure is judged by the site files as well as the exit code."""
     from pipeline import warehouse
 
     if not settings.duckdb_path.exists():
@@ -51,19 +51,7 @@ def generate(
         progress("generating the dbt docs …")
     settings.export()
     target = settings.home / "dbt_target"
-    args = [
-        warehouse.dbt_executable(),
-        "docs",
-        "generate",
-        "--project-dir",
-        str(DBT_PROJECT_DIR),
-        "--profiles-dir",
-        str(DBT_PROJECT_DIR),
-        "--target-path",
-        str(target),
-        "--log-path",
-        str(settings.home / "logs"),
-    ]
+    args = warehouse.dbt_command(settings, "docs", "generate")
     proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy())
     lines = [strip_ansi(line) for line in proc.stdout.splitlines()]
     if echo:

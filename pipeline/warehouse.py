@@ -227,6 +227,23 @@ def dbt_executable() -> str:
     return str(beside) if beside.exists() else "dbt"
 
 
+def dbt_command(settings: Settings, *command: str) -> list[str]:
+    """dbt ``command`` (one or two words: ``build``, ``docs generate``) on this project, with this home's target and
+    log paths."""
+    return [
+        dbt_executable(),
+        *command,
+        "--project-dir",
+        str(DBT_PROJECT_DIR),
+        "--profiles-dir",
+        str(DBT_PROJECT_DIR),
+        "--target-path",
+        str(settings.home / "dbt_target"),
+        "--log-path",
+        str(settings.home / "logs"),
+    ]
+
+
 def run_dbt(settings: Settings, command: str, *extra: str, echo: Callable[[str], None] | None = None) -> dict:
     """Run dbt in a child process against this settings' home; returns its run_results.json.
 
@@ -235,19 +252,7 @@ def run_dbt(settings: Settings, command: str, *extra: str, echo: Callable[[str],
     """
     settings.export()
     target = settings.home / "dbt_target"
-    args = [
-        dbt_executable(),
-        command,
-        "--project-dir",
-        str(DBT_PROJECT_DIR),
-        "--profiles-dir",
-        str(DBT_PROJECT_DIR),
-        "--target-path",
-        str(target),
-        "--log-path",
-        str(settings.home / "logs"),
-        *extra,
-    ]
+    args = [*dbt_command(settings, command), *extra]
     results = target / "run_results.json"
     results.unlink(missing_ok=True)
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy())
