@@ -20,7 +20,8 @@ with components as (
         step,
         value
     from {{ of_changed_runs(ref('history')) }}
-    where regexp_matches(key, '^(train/)?rewards/[^/]+(/mean)?$') and isfinite(value)
+    -- the substring test first: it is cheap, and the regex then runs only on the few keys that pass it
+    where contains(key, 'rewards/') and regexp_matches(key, '^(train/)?rewards/[^/]+(/mean)?$') and isfinite(value)
 ),
 
 chosen as (  -- `rewards/<f>/mean` over `rewards/<f>` when a trainer logs both
