@@ -8,6 +8,10 @@ pending file, and only a build that finished every model makes it the record. A 
 leaves the record as it was, so the next one redoes the same runs (and what arrived since): each model replaces a
 run's rows in one transaction, so redoing a run twice is the same as once.
 
+The other lake tables (events, ingest issues) are listed the same way, without runs. An incremental build runs
+only the dbt nodes downstream of the lake tables that changed (``selection``): when only trainer logs grew, the
+event marts and their tests are not touched, and when nothing changed dbt is not started at all.
+
 A build is full (every model from the whole lake) when there is no record, when the dbt project changed, when
 the warehouse lacks the incremental tables, or when asked (`grpolens build --full-refresh`).
 """
@@ -17,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pipeline.settings import DBT_PROJECT_DIR, Settings
@@ -26,6 +30,7 @@ RECORD = ".built_parts.json"
 PENDING = ".built_parts.pending.json"
 # The lake tables whose rows belong to runs; events and ingest issues feed full-rebuild (small) marts.
 RUN_TABLES = ("history", "runs")
+OTHER_TABLES = ("events", "ingest_issues")
 CHANGED_RUNS_TABLE = "_build_changed_runs"
 INCREMENTAL_TABLES = ("history", "metrics")
 
@@ -37,6 +42,12 @@ class BuildPlan:
     changed_runs: list[str]
     parts: dict[str, list]  # path -> [size, mtime_ns, run_keys]: the lake this build sees
     dbt_digest: str
+    changed_sources: list[str] = field(default_factory=list)  # dbt sources (lake.<source>_<table>) with changes
+
+    def selection(self) -> list[str] | None:
+        """dbt's --select for this build: None for everything (a full build), else the nodes downstream of the
+        lake tables that changed (empty: nothing to do)."""
+        return None if self.full else [f"source:lake.{name}+" for name in self.changed_sources]
 
     def describe(self) -> str:
         if self.full:
@@ -60,9 +71,9 @@ def dbt_digest() -> str:
 
 
 def lake_parts(settings: Settings) -> dict[str, tuple[int, int]]:
-    """Every committed part of the per-run lake tables, with its size and mtime (ns)."""
+    """Every committed part of the lake tables, with its size and mtime (ns)."""
     found = {}
-    for table in RUN_TABLES:
+    for table in RUN_TABLES + OTHER_TABLES:
         for path in (settings.lake / table).glob("source=*/part-*.parquet"):
             try:
                 stat = path.stat()
@@ -132,8 +143,11 @@ def plan(settings: Settings, full_refresh: bool = False) -> BuildPlan:
         for path, (size, mtime) in current.items()
         if path in known and known[path][:2] == [size, mtime]
     }
-    read = _runs_in(sorted(set(current) - set(unchanged)))
-    parts = {**unchanged, **{path: [*current[path], read.get(path, [])] for path in read}}
+    new = sorted(set(current) - set(unchanged))
+    read: dict[str, list[str]] = {path: [] for path in new} | _runs_in(
+        [path for path in new if _table_of(path) in RUN_TABLES]
+    )
+    parts = {**unchanged, **{path: [*current[path], read[path]] for path in read}}
     reason = (
         "asked for (--full-refresh)"
         if full_refresh
@@ -151,12 +165,23 @@ def plan(settings: Settings, full_refresh: bool = False) -> BuildPlan:
         return BuildPlan(True, reason, every, parts, digest)
     gone = set(known) - set(current)
     rewritten = [path for path in read if path in known]
+    sources = sorted({_source_of(path) for path in (*read, *gone)})
     changed = {run for path in read for run in parts[path][2]}
     changed |= {run for path in (*gone, *rewritten) for run in known[path][2]}
     bits = [f"{len(read) - len(rewritten)} new part(s)"]
     bits += [f"{len(rewritten)} rewritten"] if rewritten else []
     bits += [f"{len(gone)} vanished"] if gone else []
-    return BuildPlan(False, ", ".join(bits), sorted(changed), parts, digest)
+    return BuildPlan(False, ", ".join(bits), sorted(changed), parts, digest, sources)
+
+
+def _table_of(path: str) -> str:
+    """lake/<table>/source=<source>/part-….parquet → <table>"""
+    return Path(path).parent.parent.name
+
+
+def _source_of(path: str) -> str:
+    """The dbt source table a part belongs to: lake/history/source=trainer_log/… → trainer_log_history"""
+    return f"{Path(path).parent.name.removeprefix('source=')}_{_table_of(path)}"
 
 
 def prepare(settings: Settings, full_refresh: bool = False) -> BuildPlan:

@@ -33,18 +33,37 @@ def group_of(node: dict) -> str | None:
     return None
 
 
-class GroupProgress:
-    """Reads dbt's output line by line and says once per group when its last model or seed is built."""
+def downstream(manifest: dict, sources: list[str]) -> set[str]:
+    """The unique_ids of every node below the lake's source tables ``sources`` (``trainer_log_history``…): what
+    ``dbt build --select source:lake.<name>+`` builds."""
+    children = manifest.get("child_map", {})
+    found: set[str] = set()
+    todo = [f"source.grpolens.lake.{name}" for name in sources]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
 
-    def __init__(self, manifest: Path, say: Callable[[str], None]):
+
+class GroupProgress:
+    """Reads dbt's output line by line and says once per group when its last model or seed is built; with
+    ``sources`` (an incremental build), counting only the models downstream of those lake tables."""
+
+    def __init__(self, manifest: Path, say: Callable[[str], None], sources: list[str] | None = None):
         self.say = say
         self.left: dict[str, set[str]] = {}
         self.group: dict[str, str] = {}
         try:
-            nodes = json.loads(manifest.read_text(encoding="utf-8"))["nodes"].values()
+            loaded = json.loads(manifest.read_text(encoding="utf-8"))
+            nodes = loaded["nodes"].values()
         except (OSError, ValueError, KeyError):  # no manifest yet: the build says nothing per group
-            nodes = []
+            loaded, nodes = {}, []
+        built = downstream(loaded, sources) if sources is not None else None
         for node in nodes:
+            if built is not None and node.get("unique_id") not in built:
+                continue
             group = group_of(node) if node.get("resource_type") in ("model", "seed") else None
             if group:
                 self.group[node["name"]] = group

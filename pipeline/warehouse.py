@@ -329,10 +329,12 @@ def stamp_build(settings: Settings, fingerprint: dict | None = None) -> None:
     os.replace(tmp, _stamp_path(settings))
 
 
-def dbt_build_args(plan) -> list[str]:
+def dbt_build_args(plan, select: list[str] | None = None) -> list[str]:
     """A full build rebuilds the incremental models from the whole lake and runs the unit tests (they test the
-    SQL, which is why a build is full when the dbt project changed); an incremental one skips them."""
-    return ["--full-refresh"] if plan.full else ["--exclude-resource-type", "unit_test"]
+    SQL, which is why a build is full when the dbt project changed); an incremental one skips them. ``select``
+    narrows the build to those nodes (dbt's --select)."""
+    narrowed = ["--select", *select] if select else []
+    return narrowed + (["--full-refresh"] if plan.full else ["--exclude-resource-type", "unit_test"])
 
 
 def build(
@@ -357,13 +359,22 @@ def build(
         plan = build_plan.prepare(settings, full_refresh)
     except duckdb.Error as exc:  # a damaged lake part (its runs could not be read), or the warehouse file
         _raise_build_failure(settings, str(exc).splitlines()[0], str(exc))
+    if not select and plan.selection() == []:  # an incremental build with no lake table changed: nothing to redo
+        build_plan.commit(settings)
+        if stamp:
+            stamp_build(settings, fingerprint)
+        if progress:
+            progress("the lake has not changed since the last build: no model to rebuild")
+        return {"seconds": round(time.perf_counter() - started, 2)}
     if progress:
         progress(f"building the warehouse with dbt: {plan.describe()} …")
-    extra = (["--select", select] if select else []) + dbt_build_args(plan)
+    # what the user selected, else what is downstream of the lake tables that changed (everything in a full build)
+    selected = [select] if select else plan.selection()
     echo = progress  # dbt's own lines, or one line per layer of the warehouse as dbt finishes it
     if progress and not verbose:
-        echo = GroupProgress(DBT_PROJECT_DIR / "target" / "manifest.json", progress)
-    results = run_dbt(settings, "build", *extra, echo=echo)
+        sources = None if plan.full or select else plan.changed_sources
+        echo = GroupProgress(DBT_PROJECT_DIR / "target" / "manifest.json", progress, sources)
+    results = run_dbt(settings, "build", *dbt_build_args(plan, selected), echo=echo)
     counts: dict[str, float] = {}  # statuses' counts, and the seconds taken
     failures, messages = [], []
     for node in results.get("results", []):

@@ -1,6 +1,7 @@
 """An incremental refresh redoes only the runs that changed, and ends exactly where a full rebuild from the same
 lake ends: through appended steps, repeated steps, a rewound log, a re-read (interrupted) ingest, a resumed W&B
-run, a lake part that vanished or was rewritten, and builds killed at random moments."""
+run with Elo ratings, new events alone, a lake part that vanished or was rewritten, and builds killed at random
+moments. It runs only the dbt nodes below the lake tables that changed, and no dbt at all when none did."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -18,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline import build_plan, checks, warehouse
+from pipeline.demo.events import write_demo_events
 from pipeline.ingest import SOURCES, ingest
 from pipeline.settings import Settings
 from tests.conftest import BIN
@@ -106,6 +109,34 @@ def logs(tmp_path) -> Path:
     return folder
 
 
+def elo_rows(first: int, steps: int) -> list[dict]:
+    """A Diplomacy-style league: the base model and a bot lose ground to the run's own checkpoints."""
+    return [
+        {
+            "loss": 1.0 / (s + 1),
+            "reward": s / 10,
+            "elo/base_model": 1000.0 - 3 * s,
+            "elo/dumb_bot": 850.0 - s,
+            f"elo/resumable_adapter_v{10 * (s // 10)}": 1000.0 + 4 * s,
+        }
+        for s in range(first, first + steps)
+    ]
+
+
+def built_nodes(settings: Settings) -> set[str]:
+    """The models the last dbt build of this home ran."""
+    import json
+
+    results = json.loads((settings.home / "dbt_target" / "run_results.json").read_text())
+    return {r["unique_id"].split(".")[-1] for r in results["results"] if r["unique_id"].startswith("model.")}
+
+
+def compiled_test(settings: Settings, name: str) -> str:
+    """The SQL the last build ran for a data test."""
+    (path,) = (settings.home / "dbt_target" / "compiled").rglob(f"{name}.sql")
+    return path.read_text()
+
+
 def run_keys(settings: Settings) -> dict[str, str]:
     con = warehouse.connect_readonly(settings)
     try:
@@ -117,13 +148,20 @@ def run_keys(settings: Settings) -> dict[str, str]:
 @pytest.mark.slow
 def test_incremental_refreshes_equal_a_full_rebuild(tmp_path, logs):
     wandb_root = tmp_path / "wandb-runs"
-    write_run(
-        wandb_root, [{"loss": 1.0 / (s + 1), "reward": s / 10} for s in range(30)], run_id="resume01", name="resumable"
+    write_run(wandb_root, elo_rows(0, 30), run_id="resume01", name="resumable")
+    events = tmp_path / "events"
+    events.mkdir()
+    write_demo_events(events / "first.ndjson", datetime(2026, 1, 1, tzinfo=UTC), hours=1, seed=1)
+    settings = Settings(
+        home=tmp_path / "home", trainer_logs=(logs.parent,), wandb_dirs=(wandb_root,), event_files=(events,)
     )
-    settings = Settings(home=tmp_path / "home", trainer_logs=(logs.parent,), wandb_dirs=(wandb_root,))
     refresh(settings)
     assert build_plan.load_record(settings) is not None
+    assert "_build_changed_runs" not in compiled_test(settings, "not_null_history_key")  # a full build tests all
     keys = run_keys(settings)
+    con = warehouse.connect_readonly(settings)
+    assert con.execute("select count(*) from elo_gap where run_key = $k", {"k": keys["resumable"]}).fetchone()[0] > 0
+    con.close()
 
     # Two runs grow (one logs a step twice: versions = 2), a new run starts.
     with open(logs / "steady.jsonl", "a") as fh:
@@ -140,18 +178,23 @@ def test_incremental_refreshes_equal_a_full_rebuild(tmp_path, logs):
     con = warehouse.connect_readonly(settings)
     assert con.execute("select max(versions) from history where run_key = $k", {"k": keys["steady"]}).fetchone()[0] == 2
     con.close()
+    assert "history" in built_nodes(settings) and "rollout_timing" not in built_nodes(settings)  # no event changed
+    assert "_build_changed_runs" in compiled_test(settings, "not_null_history_key")  # tests read the changed runs
+
+    # Only events arrive: no run changes, and no per-run model is rebuilt.
+    write_demo_events(events / "second.ndjson", datetime(2026, 1, 1, 1, tzinfo=UTC), hours=1, seed=2)
+    ingest(settings, tuple(SOURCES))
+    plan = build_plan.plan(settings)
+    assert not plan.full and plan.changed_runs == [] and plan.changed_sources == ["event_files_events"]
+    warehouse.build(settings, stamp=False)
+    checks.check_warehouse(settings)
+    assert "rollout_timing" in built_nodes(settings) and "history" not in built_nodes(settings)
 
     # The log is rewound (rewritten shorter, different values): its run is read again from the start.
     (logs / "rewound.jsonl").write_text(log_lines(0, 30, collapse_at=10, seed=8))
     # The W&B run is resumed offline in another folder (_step restarts at 0 there).
     time.sleep(1.1)
-    write_run(
-        wandb_root,
-        [{"loss": 0.01, "reward": 5.0 + s} for s in range(10)],
-        run_id="resume01",
-        name="resumable",
-        resume="allow",
-    )
+    write_run(wandb_root, elo_rows(30, 10), run_id="resume01", name="resumable", resume="allow")
     refresh(settings)
 
     # An ingest interrupted after writing its part and before saving its cursor reads the same lines again.
@@ -210,7 +253,10 @@ def test_nothing_changed_plans_nothing_and_full_refresh_rebuilds_everything(tmp_
     assert first.full and first.reason == "no record of a complete build"
     refresh(settings)
     again = build_plan.plan(settings)
-    assert not again.full and again.changed_runs == []
+    assert not again.full and again.changed_runs == [] and again.selection() == []
+    results = settings.home / "dbt_target" / "run_results.json"
+    results.unlink()
+    assert set(warehouse.build(settings)) == {"seconds"} and not results.exists()  # dbt was not started
     forced = build_plan.plan(settings, full_refresh=True)
     assert forced.full and len(forced.changed_runs) == 3
     # The warehouse lost its tables (deleted by hand): the next build is full whatever the record says.

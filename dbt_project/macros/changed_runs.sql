@@ -32,3 +32,32 @@ delete from {{ target }} where run_key in (select run_key from {{ changed_runs_t
 insert into {{ target }} ({{ columns }})
 select {{ columns }} from {{ arg_dict['temp_relation'] }}
 {%- endmacro %}
+
+{% macro get_where_subquery(relation) -%}
+{#- What a data test reads (dbt's own macro, overridden as dbt's docs for `where` suggest). In an incremental
+    build, a test on a per-run relation reads only the runs this build redid, and rows of no run: the other runs
+    were tested when they were built, so a build's tests cost what changed, like its models. A relation is per-run
+    when its YAML documents a run_key column (tests/test_dbt_project.py keeps that true of every relation that
+    has one). A test's own `where` still applies on top. Row-level tests (not_null, accepted_values,
+    relationships' child rows) lose nothing by it; a uniqueness test would if its columns left run_key out,
+    which tests/test_dbt_project.py forbids on per-run relations. -#}
+{%- set where = config.get('where', '') -%}
+{%- set conditions = [where] if where else [] -%}
+{%- if execute and not flags.FULL_REFRESH and is_per_run(relation) -%}
+    {%- do conditions.append('(run_key is null or run_key in (select run_key from ' ~ changed_runs_table() ~ '))') -%}
+{%- endif -%}
+{%- if conditions -%}
+    {%- do return('(select * from ' ~ relation ~ ' where ' ~ conditions | join(' and ') ~ ') dbt_subquery') -%}
+{%- else -%}
+    {%- do return(relation) -%}
+{%- endif -%}
+{%- endmacro %}
+
+{% macro is_per_run(relation) -%}
+{#- Whether the model or seed behind `relation` documents a run_key column (read from the graph: no query). -#}
+{%- set name = relation | string -%}
+{%- for node in graph.nodes.values() if node.resource_type in ('model', 'seed') and node.relation_name == name -%}
+    {%- if 'run_key' in node.columns -%}{%- do return(true) -%}{%- endif -%}
+{%- endfor -%}
+{%- do return(false) -%}
+{%- endmacro %}

@@ -15,15 +15,18 @@
 -- Checkpoints of the run itself are `elo/<run name with / replaced by _>_adapter_v<step>`, matched as a
 -- plain string prefix (run names may contain regex characters). A run whose keys never match its
 -- current name (renamed run, name unknown) falls back to the suffix `_adapter_v<digits>`.
+-- Incremental: the runs whose lake parts changed are redone (pipeline/build_plan.py), the others kept.
+{{ config(materialized='incremental', incremental_strategy='replace_runs', on_schema_change='fail') }}
+
 with history as (
     select run_key, step, key, coalesce(value, value_int::double) as value
-    from {{ ref('history') }}
+    from {{ of_changed_runs(ref('history')) }}
     where starts_with(key, 'elo/') or starts_with(key, 'trueskill/')
 ),
 
 runs as (
     select run_key, replace(name, '/', '_') as run_name
-    from {{ ref('runs') }}
+    from {{ of_changed_runs(ref('runs')) }}
 ),
 
 reference_players as (

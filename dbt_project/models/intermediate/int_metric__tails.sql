@@ -2,9 +2,12 @@
 -- last `tail_share` of its logged points (at least `tail_min_points`), whose standard error uses the effective
 -- number of points n·(1 − r1)/(1 + r1) under the tail's lag-1 autocorrelation r1 (clamped to [0, 0.95]):
 -- consecutive training steps are not independent draws, and pretending they are makes every interval too narrow.
+-- Incremental: the runs whose lake parts changed are redone (pipeline/build_plan.py), the others kept.
+{{ config(materialized='incremental', incremental_strategy='replace_runs', on_schema_change='fail') }}
+
 with metrics as (
     select run_key, metric, step, value
-    from {{ ref('metrics') }}
+    from {{ of_changed_runs(ref('metrics')) }}
     where isfinite(value)
 ),
 

@@ -5,8 +5,11 @@
 -- points (= 40 * sqrt(s1^2 + s2^2) in TrueSkill sigma units), null when a sigma is unknown;
 -- the 95% interval is gap +- 1.96 * gap_se. Rows start at the first step where both a checkpoint
 -- and a base_model rating exist (base_model counts at its seed rating before its first game).
+-- Incremental: the runs whose lake parts changed are redone (pipeline/build_plan.py), the others kept.
+{{ config(materialized='incremental', incremental_strategy='replace_runs', on_schema_change='fail') }}
+
 with ratings as (
-    select * from {{ ref('elo_ratings') }}
+    select * from {{ of_changed_runs(ref('elo_ratings')) }}
 ),
 
 checkpoints as (

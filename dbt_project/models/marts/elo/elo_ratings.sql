@@ -6,9 +6,12 @@
 -- player (checkpoints, league opponents) from its first observed rating on. rating / rating_sigma are
 -- the last logged rating / sigma (Elo points) at or before the step (sigma null until one is logged).
 -- Evaluation-scale values (see int_elo__observations) are excluded.
+-- Incremental: the runs whose lake parts changed are redone (pipeline/build_plan.py), the others kept.
+{{ config(materialized='incremental', incremental_strategy='replace_runs', on_schema_change='fail') }}
+
 with observations as (
     select run_key, step, player, player_kind, checkpoint_step, rating, sigma_elo
-    from {{ ref('int_elo__observations') }}
+    from {{ of_changed_runs(ref('int_elo__observations')) }}
     where scale = 'league'
 ),
 

@@ -6,15 +6,18 @@
 -- t critical value: macro t_critical_975 (exact for df = 1 and 2, Cornish-Fisher from df = 3).
 -- Verdict: n < 3 -> insufficient_data; interval entirely below 0 -> declining (the policy learns);
 -- entirely above 0 -> rising; otherwise flat.
+-- Incremental: the runs whose lake parts changed are redone (pipeline/build_plan.py), the others kept.
+{{ config(materialized='incremental', incremental_strategy='replace_runs', on_schema_change='fail') }}
+
 with observations as (
     select run_key, player, step, rating
-    from {{ ref('int_elo__observations') }}
+    from {{ of_changed_runs(ref('int_elo__observations')) }}
     where scale = 'league' and player_kind = 'reference' and rating is not null
 ),
 
 ratings as (
     select run_key, player, step, rating, seed_rating
-    from {{ ref('elo_ratings') }}
+    from {{ of_changed_runs(ref('elo_ratings')) }}
     where player_kind = 'reference'
 ),
 
