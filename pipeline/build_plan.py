@@ -230,6 +230,15 @@ def run_versions(record: dict | None) -> dict[str, str]:
     return {run: hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16] for run, parts in parts_of.items()}
 
 
+def other_parts_version(record: dict | None) -> str:
+    """A short digest of the lake parts that hold no run (events, ingest issues): it changes exactly when the
+    event marts must be rebuilt and the rules over them run again."""
+    parts = sorted(
+        (path, size, mtime) for path, (size, mtime, runs) in (record or {}).get("parts", {}).items() if not runs
+    )
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+
+
 def write_json(path: Path, data: dict) -> None:
     """Replace ``path`` whole: a reader sees the old or the new file, never half of one."""
     tmp = path.with_name(path.name + ".tmp")

@@ -6,6 +6,7 @@ import json
 import math
 import random
 import re
+import shutil
 
 import pytest
 
@@ -133,3 +134,34 @@ def test_the_readme_table_lists_every_rule_with_its_thresholds():
         assert f"| {rule.severity} |" in row, rule.name
         for name, value in rule.params.items():
             assert f"`{name}={value}`" in row, (rule.name, name)
+
+
+def test_an_up_to_date_anomalies_table_is_the_answer_until_the_rules_change(home, tmp_path, monkeypatch):
+    """Reports, `check --run` and Dagster's asset checks read the table while it reflects the warehouse (a flag
+    planted there shows), and run the rules themselves, writing nothing, once the thresholds changed."""
+    settings = Settings(home=tmp_path / "home")
+    shutil.copytree(home.home, settings.home)
+    checks.check_warehouse(settings)  # the table, as a refresh leaves it
+    con = warehouse.connect_write(settings)
+    try:
+        (healthy,) = con.execute("select run_key from runs where name = 'healthy0'").fetchone()
+        con.execute(
+            "insert into anomalies (run_key, check_name, severity, step, metric, value, threshold, message) "
+            "values ($run, 'loss_nonfinite', 'error', 7, 'loss', 'nan'::double, 0, 'planted in the table')",
+            {"run": healthy},
+        )
+    finally:
+        con.close()
+    read = [row for o in checks.check_warehouse(settings, healthy, persist=False) for row in o.rows]
+    assert [row["message"] for row in read] == ["planted in the table"]
+    listed = grpolens("check", "--run", "healthy0", "--format", "json", env={"GRPOLENS_HOME": str(settings.home)})
+    assert [row["message"] for row in json.loads(listed.stdout)] == ["planted in the table"]
+    config = tmp_path / "grpolens.yaml"
+    config.write_text("checks:\n  entropy_collapse:\n    floor: 0.001\n")
+    monkeypatch.setenv("GRPOLENS_CONFIG", str(config))
+    assert [row for o in checks.check_warehouse(settings, healthy, persist=False) for row in o.rows] == []
+    con = warehouse.connect_readonly(settings)
+    try:  # nothing was written: the planted flag is still there until a check persists
+        assert con.execute("select count(*) from anomalies where message = 'planted in the table'").fetchone()[0] == 1
+    finally:
+        con.close()

@@ -5,8 +5,10 @@ with row counts, column types and flag tables by run name, and a sensor that see
 from __future__ import annotations
 
 import re
+import shutil
 
 import dagster as dg
+import duckdb
 import pytest
 
 from pipeline import warehouse
@@ -304,3 +306,42 @@ def test_sensor_requests_a_run_for_new_or_grown_files_only(tmp_path):
     wandb_offline.ingest(Settings(home=home).lake, [LENGTH_COLLAPSE])
     after = FILE_SENSORS["wandb_offline"](dg.build_sensor_context(resources={"grpolens": resource}))
     assert isinstance(after, dg.SkipReason) and "no new" in after.skip_message
+
+
+def test_the_asset_checks_read_the_anomalies_table(refreshed, tmp_path):
+    """A flag planted in the table shows in its rule's asset check: the checks read what the `anomalies` asset
+    wrote instead of running the rules again (which would find no non-finite loss in these runs)."""
+    home, _, evaluations = refreshed
+    assert evaluations["loss_nonfinite"].passed
+    copy = tmp_path / "home"
+    shutil.copytree(home, copy)
+    con = duckdb.connect(str(copy / "grpolens.duckdb"))
+    try:
+        (run_key,) = con.execute("select run_key from runs where name = 'qwen2_3b_opd'").fetchone()
+        con.execute(
+            "insert into anomalies (run_key, check_name, severity, step, metric, value, threshold, message) "
+            "values ($run, 'loss_nonfinite', 'error', 7, 'loss', 'nan'::double, 0, 'planted in the table')",
+            {"run": run_key},
+        )
+    finally:
+        con.close()
+    keys = [dg.AssetCheckKey(dg.AssetKey(rule.reads[0]), rule.name) for rule in load_checks()]
+    job = dg.define_asset_job("health_checks_only", selection=dg.AssetSelection.checks(*keys))
+    result = (
+        dg.Definitions.merge(defs, dg.Definitions(jobs=[job]))
+        .resolve_job_def("health_checks_only")
+        .execute_in_process(
+            resources={"grpolens": GrpolensResource(home=str(copy)), "dbt": dbt_resource()},
+            instance=dg.DagsterInstance.ephemeral(),
+        )
+    )
+    assert result.success
+    found = {
+        e.event_specific_data.asset_check_key.name: e.event_specific_data
+        for e in result.all_events
+        if e.event_type_value == "ASSET_CHECK_EVALUATION"
+    }
+    assert set(found) == {key.name for key in keys}
+    planted = found["loss_nonfinite"]
+    assert not planted.passed and "planted in the table" in planted.metadata["flagged"].value
+    assert found["response_length_collapse"].metadata["runs_flagged"].value == 2  # the asset's flags, as written
