@@ -131,9 +131,11 @@ def built_nodes(settings: Settings) -> set[str]:
     return {r["unique_id"].split(".")[-1] for r in results["results"] if r["unique_id"].startswith("model.")}
 
 
-def compiled_test(settings: Settings, name: str) -> str:
-    """The SQL the last build ran for a data test."""
-    (path,) = (settings.home / "dbt_target" / "compiled").rglob(f"{name}.sql")
+def compiled(settings: Settings, name: str) -> str:
+    """The SQL the last build compiled for a model or data test."""
+    found = sorted((settings.home / "dbt_target" / "compiled").rglob(f"{name}.sql"))
+    models = [path for path in found if path.parent.suffix != ".yml"]  # unit tests' inputs sit in <file>.yml/
+    (path,) = models or found
     return path.read_text()
 
 
@@ -149,6 +151,9 @@ def run_keys(settings: Settings) -> dict[str, str]:
 def test_incremental_refreshes_equal_a_full_rebuild(tmp_path, logs):
     wandb_root = tmp_path / "wandb-runs"
     write_run(wandb_root, elo_rows(0, 30), run_id="resume01", name="resumable")
+    hostile = logs.parent / 'it\'s "quoted"; --'  # a run_key with quotes, pasted into SQL as a literal
+    hostile.mkdir()
+    (hostile / "quoted.jsonl").write_text(log_lines(0, 50, seed=9))
     events = tmp_path / "events"
     events.mkdir()
     write_demo_events(events / "first.ndjson", datetime(2026, 1, 1, tzinfo=UTC), hours=1, seed=1)
@@ -157,7 +162,7 @@ def test_incremental_refreshes_equal_a_full_rebuild(tmp_path, logs):
     )
     refresh(settings)
     assert build_plan.load_record(settings) is not None
-    assert "_build_changed_runs" not in compiled_test(settings, "not_null_history_key")  # a full build tests all
+    assert "_build_changed_runs" not in compiled(settings, "not_null_history_key")  # a full build tests all
     keys = run_keys(settings)
     con = warehouse.connect_readonly(settings)
     assert con.execute("select count(*) from elo_gap where run_key = $k", {"k": keys["resumable"]}).fetchone()[0] > 0
@@ -169,17 +174,23 @@ def test_incremental_refreshes_equal_a_full_rebuild(tmp_path, logs):
     with open(logs / "collapsing.jsonl", "a") as fh:
         fh.write(log_lines(80, 20, collapse_at=50, seed=6))
     (logs / "newcomer.jsonl").write_text(log_lines(0, 40, seed=7))
+    with open(hostile / "quoted.jsonl", "a") as fh:
+        fh.write(log_lines(50, 10, seed=10))
     ingest(settings, tuple(SOURCES))
     plan = build_plan.plan(settings)
-    assert not plan.full
-    assert set(plan.changed_runs) - {keys["steady"], keys["collapsing"]} and len(plan.changed_runs) == 3
+    assert not plan.full and keys["quoted"] in plan.changed_runs and "'" in keys["quoted"]
+    assert set(plan.changed_runs) - {keys["steady"], keys["collapsing"], keys["quoted"]}
+    assert len(plan.changed_runs) == 4
     warehouse.build(settings, stamp=False)
     checks.check_warehouse(settings)
     con = warehouse.connect_readonly(settings)
     assert con.execute("select max(versions) from history where run_key = $k", {"k": keys["steady"]}).fetchone()[0] == 2
+    assert con.execute("select max(step) from history where run_key = $k", {"k": keys["quoted"]}).fetchone()[0] == 59
     con.close()
     assert "history" in built_nodes(settings) and "rollout_timing" not in built_nodes(settings)  # no event changed
-    assert "_build_changed_runs" in compiled_test(settings, "not_null_history_key")  # tests read the changed runs
+    assert "_build_changed_runs" in compiled(settings, "not_null_history_key")  # tests read the changed runs
+    # the lake is read with one equality per changed run (Parquet row groups skipped by their statistics)
+    assert compiled(settings, "history").count("where run_key = 'trainer_log:") == 4
 
     # Only events arrive: no run changes, and no per-run model is rebuilt.
     write_demo_events(events / "second.ndjson", datetime(2026, 1, 1, 1, tzinfo=UTC), hours=1, seed=2)

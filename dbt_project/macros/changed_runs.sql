@@ -11,12 +11,31 @@ main._build_changed_runs
 create table if not exists {{ changed_runs_table() }} (run_key varchar)
 {%- endmacro %}
 
-{% macro of_changed_runs(relation) %}
+{% macro of_changed_runs(relation, per_run_scans=false) %}
 {#- A per-run model's input: in an incremental build, only the changed runs' rows of `relation`; in a full build,
-    all of it. DuckDB pushes the semi-join into the Parquet and table scans as a dynamic filter, so the unchanged
-    runs' row groups are skipped rather than read and dropped. A unit test (no `this`) gets all of it. -#}
+    all of it. DuckDB pushes the semi-join into table scans as a dynamic filter, so the unchanged runs' row
+    groups are skipped rather than read and dropped. A unit test (no `this`) gets all of it.
+    per_run_scans, for a read of the Parquet lake: one scan per changed run, `run_key = '<run>'`, while there
+    are at most 50 of them. DuckDB skips a Parquet row group by its min/max statistics for an equality, but checks
+    an IN list or a semi-join row by row after reading every row group whose range holds any changed run, which
+    is most of the lake (at 3e7 values, 4 changed runs: 0.31 s for the semi-join against 0.04 s). -#}
 {%- if this is not none and is_incremental() -%}
+{%- set runs = none -%}
+{%- if per_run_scans and execute -%}
+    {%- set found = run_query('select run_key from ' ~ changed_runs_table() ~ ' order by run_key') -%}
+    {%- set runs = found.columns[0].values() -%}
+{%- endif -%}
+{%- if runs is not none and runs | length <= 50 -%}
+(
+{%- for run in runs %}
+    select * from {{ relation }} where run_key = '{{ run | replace("'", "''") }}'{{ ' union all' if not loop.last }}
+{%- else %}
+    select * from {{ relation }} where false
+{%- endfor %}
+)
+{%- else -%}
 (select * from {{ relation }} where run_key in (select run_key from {{ changed_runs_table() }}))
+{%- endif -%}
 {%- else -%}
 {{ relation }}
 {%- endif -%}

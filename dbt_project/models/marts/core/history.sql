@@ -9,7 +9,7 @@
 {{ config(materialized='incremental', incremental_strategy='replace_runs', on_schema_change='fail') }}
 
 with source as (
-    select * from {{ of_changed_runs(ref('stg_lake__history')) }}
+    select * from {{ of_changed_runs(ref('stg_lake__history'), per_run_scans=true) }}
 ),
 
 -- Most (run, step, key) were read once: only the repeated ones need ranking. A window over every row costs
