@@ -41,40 +41,57 @@ sizes as (
     group by run_key
 ),
 
-window_ends as (
-    select r.run_key, r.idx as end_idx, r.step as end_step, r.n, s.w
-    from reward as r
-    join sizes as s using (run_key)
-    where r.idx >= s.w and r.idx - s.w + 1 > $warmup_share * r.n
-),
-
-members as (
-    select e.*, r.idx, r.step, r.value, r.idx > e.end_idx - e.w // 2 as second_half
-    from window_ends as e
-    join reward as r on e.run_key = r.run_key and r.idx between e.end_idx - e.w + 1 and e.end_idx
-),
-
-windows as (
+windows as (  -- at every logged step, OLS over the window of the last w logged steps and over each of its halves
     select
         run_key,
         end_idx,
-        any_value(end_step) as end_step,
-        any_value(n) as n,
-        any_value(w) as w,
-        min(step) as start_step,
-        avg(value) as level,
-        regr_count(value, idx) as k,
-        regr_sxx(value, idx) as sxx, regr_syy(value, idx) as syy, regr_sxy(value, idx) as sxy,
-        regr_count(value, idx) filter (where not second_half) as k1,
-        regr_sxx(value, idx) filter (where not second_half) as sxx1,
-        regr_syy(value, idx) filter (where not second_half) as syy1,
-        regr_sxy(value, idx) filter (where not second_half) as sxy1,
-        regr_count(value, idx) filter (where second_half) as k2,
-        regr_sxx(value, idx) filter (where second_half) as sxx2,
-        regr_syy(value, idx) filter (where second_half) as syy2,
-        regr_sxy(value, idx) filter (where second_half) as sxy2
-    from members
-    group by run_key, end_idx
+        end_step,
+        n,
+        w,
+        start_step,
+        level,
+        k, sxx, syy, sxy,
+        k1, sxx1, syy1, sxy1,
+        k2, sxx2, syy2, sxy2
+    from (
+        select
+            r.run_key,
+            r.idx as end_idx,
+            r.step as end_step,
+            r.n,
+            s.w,
+            min(r.step) over whole as start_step,
+            avg(r.value) over whole as level,
+            regr_count(r.value, r.idx) over whole as k,
+            regr_sxx(r.value, r.idx) over whole as sxx,
+            regr_syy(r.value, r.idx) over whole as syy,
+            regr_sxy(r.value, r.idx) over whole as sxy,
+            regr_count(r.value, r.idx) over first_half as k1,
+            regr_sxx(r.value, r.idx) over first_half as sxx1,
+            regr_syy(r.value, r.idx) over first_half as syy1,
+            regr_sxy(r.value, r.idx) over first_half as sxy1,
+            regr_count(r.value, r.idx) over second_half as k2,
+            regr_sxx(r.value, r.idx) over second_half as sxx2,
+            regr_syy(r.value, r.idx) over second_half as syy2,
+            regr_sxy(r.value, r.idx) over second_half as sxy2
+        from reward as r
+        join sizes as s using (run_key)
+        -- frames as long as the run's window w (sqlfluff's DuckDB grammar takes no expression as a frame offset)
+        window
+            whole as (
+                partition by r.run_key order by r.idx
+                rows between s.w - 1 preceding and current row  -- noqa: PRS
+            ),
+            first_half as (
+                partition by r.run_key order by r.idx
+                rows between s.w - 1 preceding and s.w // 2 preceding  -- noqa: PRS
+            ),
+            second_half as (
+                partition by r.run_key order by r.idx
+                rows between s.w // 2 - 1 preceding and current row  -- noqa: PRS
+            )
+    ) as framed
+    where end_idx >= w and end_idx - w + 1 > $warmup_share * n  -- whole windows, after the warm-up
 ),
 
 fits as (
