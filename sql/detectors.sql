@@ -86,15 +86,18 @@ with series as (
 baselines as (
     select
         *,
-        exp(case when centered then median(log_value) over around else median(log_value) over before end) as level,
-        case when centered then median(log_value) over around else median(log_value) over before end as log_level,
-        1.4826 * case when centered then mad(log_value) over around else mad(log_value) over before end as spread,
-        case when centered then count(*) over around else count(*) over before end as base_n
+        exp(median(log_value) over baseline) as level,
+        median(log_value) over baseline as log_level,
+        1.4826 * mad(log_value) over baseline as spread,
+        count(*) over baseline as base_n
     from series
-    window
-        before as (partition by run_key order by step rows between window_steps preceding and 1 preceding),
-        around as (partition by run_key order by step rows between window_steps preceding and window_steps following
-                   exclude current row)
+    -- the `window_steps` points before the step, and with `centered` as many after it: one frame either way, so
+    -- the holistic median and MAD are computed once (a CASE between two windows computed both)
+    window baseline as (
+        partition by run_key order by step
+        rows between window_steps preceding and window_steps * centered::int following  -- noqa: PRS
+        exclude current row
+    )
 ),
 
 spikes as (
