@@ -333,15 +333,18 @@ def test_sigkill_at_random_moments_then_rerun_loses_and_doubles_nothing(tmp_path
     lake = tmp_path / "lake"
     env = {**os.environ, "WANDB_BASE_URL": emu.base_url, "WANDB_API_KEY": emu.api_key}
     command = [sys.executable, "-c", KILLED_INGEST, str(lake), f"{ENTITY}/{PROJECT}"]
-    started = time.perf_counter()
-    subprocess.run(command, env=env, check=True, capture_output=True, cwd=tmp_path)  # how long a whole pass takes
-    whole = time.perf_counter() - started
-    shutil.rmtree(lake)
+    passes = []
+    for _ in range(2):  # how long a whole pass takes: the shorter of two, so a pass slowed by load elsewhere on
+        started = time.perf_counter()  # the machine does not put the kills past the end of the next ones
+        subprocess.run(command, env=env, check=True, capture_output=True, cwd=tmp_path)
+        passes.append(time.perf_counter() - started)
+        shutil.rmtree(lake)
+    whole = min(passes)
     killed = 0
     for _ in range(4):
         proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=tmp_path)
         try:
-            proc.wait(timeout=rng.uniform(0.2, 1.0) * whole)
+            proc.wait(timeout=rng.uniform(0.15, 0.8) * whole)
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGKILL)
             killed += 1
