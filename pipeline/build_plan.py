@@ -32,7 +32,7 @@ PENDING = ".built_parts.pending.json"
 RUN_TABLES = ("history", "runs")
 OTHER_TABLES = ("events", "ingest_issues")
 CHANGED_RUNS_TABLE = "_build_changed_runs"
-INCREMENTAL_TABLES = ("history", "metrics")
+INCREMENTAL_TABLES = ("history", "metrics")  # when the project's manifest cannot be read: the tables that must exist
 
 
 @dataclass
@@ -114,11 +114,26 @@ def load_record(settings: Settings, name: str = RECORD) -> dict | None:
         return None
 
 
+def _relations() -> tuple[str, ...]:
+    """Every model's and seed's relation in the project (its parsed manifest), else the incremental tables."""
+    try:
+        nodes = json.loads((DBT_PROJECT_DIR / "target" / "manifest.json").read_text(encoding="utf-8"))["nodes"]
+        names = sorted(
+            n.get("alias") or n["name"] for n in nodes.values() if n.get("resource_type") in ("model", "seed")
+        )
+    except (OSError, ValueError, KeyError, AttributeError):  # not parsed yet, or damaged
+        return INCREMENTAL_TABLES
+    return tuple(names) or INCREMENTAL_TABLES
+
+
 def _missing_tables(settings: Settings) -> list[str]:
+    """The project's relations the warehouse lacks (dropped by hand, or a build that never finished): an
+    incremental build builds only what changed and would leave them missing, so the build is full."""
     from pipeline import warehouse
 
+    expected = _relations()
     if not settings.duckdb_path.exists():
-        return list(INCREMENTAL_TABLES)
+        return list(expected)
     con = warehouse.connect_readonly(settings)
     try:
         have = {
@@ -129,7 +144,7 @@ def _missing_tables(settings: Settings) -> list[str]:
         }
     finally:
         con.close()
-    return [table for table in INCREMENTAL_TABLES if table not in have]
+    return [table for table in expected if table not in have]
 
 
 def plan(settings: Settings, full_refresh: bool = False) -> BuildPlan:
@@ -159,7 +174,8 @@ def plan(settings: Settings, full_refresh: bool = False) -> BuildPlan:
     )
     if not reason:
         missing = _missing_tables(settings)
-        reason = f"the warehouse has no {', '.join(missing)} table" if missing else ""
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        reason = f"the warehouse has no {', '.join(missing[:3])}{more} table" if missing else ""
     if reason:
         every = sorted({run for entry in parts.values() for run in entry[2]})
         return BuildPlan(True, reason, every, parts, digest)

@@ -270,6 +270,12 @@ def test_nothing_changed_plans_nothing_and_full_refresh_rebuilds_everything(tmp_
     assert set(warehouse.build(settings)) == {"seconds"} and not results.exists()  # dbt was not started
     forced = build_plan.plan(settings, full_refresh=True)
     assert forced.full and len(forced.changed_runs) == 3
-    # The warehouse lost its tables (deleted by hand): the next build is full whatever the record says.
+    # A table dropped by hand, then the whole warehouse: the next build is full whatever the record says (an
+    # incremental one builds only what changed and would leave them missing).
+    con = warehouse.connect_write(settings)
+    con.execute("drop table rollout_timing")
+    con.close()
+    dropped = build_plan.plan(settings)
+    assert dropped.full and dropped.reason == "the warehouse has no rollout_timing table"
     settings.duckdb_path.unlink()
     assert build_plan.plan(settings).full
