@@ -250,14 +250,41 @@ create or replace table anomalies (
 
 def write_anomalies(con, outcomes: list[CheckOutcome]) -> int:
     """Replace the `anomalies` table with what the checks found (a write connection)."""
-    columns = ANOMALY_COLUMNS + EVENT_COLUMNS
-    rows = [tuple(row[c] for c in columns) for outcome in outcomes for row in outcome.rows]
+    rows = [row for outcome in outcomes for row in outcome.rows]
     con.execute("begin")
     con.execute(ANOMALIES_DDL)
-    if rows:
-        con.executemany(f"insert into anomalies values ({', '.join('?' * len(columns))})", rows)
+    _insert_flags(con, rows)
     con.execute("commit")
     return len(rows)
+
+
+_NUMBERS = ("step", "step_end", "value", "threshold")  # DuckDB casts them to the table's types on insert
+_TIMES = ("started_at", "ended_at")
+
+
+def _insert_flags(con, rows: list[dict]) -> None:
+    """Append flags to `anomalies` as one Arrow table: executemany binds them row by row (2 s for 1,700 flags
+    against 0.08 s). Rules return their numbers as int, float or Decimal: each becomes a double here."""
+    if not rows:
+        return
+    import pyarrow as pa
+
+    columns = ANOMALY_COLUMNS + EVENT_COLUMNS
+    arrays = []
+    for column in columns:
+        values = [row.get(column) for row in rows]
+        if column in _NUMBERS:
+            arrays.append(pa.array([None if v is None else float(v) for v in values], pa.float64()))
+        elif column in _TIMES:
+            arrays.append(pa.array(values, pa.timestamp("us", tz="UTC")))
+        else:
+            arrays.append(pa.array([None if v is None else str(v) for v in values], pa.string()))
+    con.register("new_flags", pa.table(arrays, names=list(columns)))
+    try:
+        names = ", ".join(columns)
+        con.execute(f"insert into anomalies ({names}) select {names} from new_flags")
+    finally:
+        con.unregister("new_flags")
 
 
 def check_overrides(settings, rules: list[Check]) -> dict[str, dict]:
@@ -388,20 +415,13 @@ def _checked_state(settings) -> dict:
 
 def _replace_runs(con, outcomes: list[CheckOutcome], runs: list[str]) -> None:
     """The flags of ``runs`` and of no run are replaced by what the checks just found, in one transaction."""
-    columns = ANOMALY_COLUMNS + EVENT_COLUMNS
     redone = set(runs)
-    rows = [
-        tuple(row[c] for c in columns)
-        for outcome in outcomes
-        for row in outcome.rows
-        if row["run_key"] is None or row["run_key"] in redone
-    ]
+    rows = [row for outcome in outcomes for row in outcome.rows if row["run_key"] is None or row["run_key"] in redone]
     con.execute("begin")
     con.execute(
         "delete from anomalies where run_key is null or run_key in (select unnest($runs::varchar[]))", {"runs": runs}
     )
-    if rows:
-        con.executemany(f"insert into anomalies values ({', '.join('?' * len(columns))})", rows)
+    _insert_flags(con, rows)
     con.execute("commit")
 
 
