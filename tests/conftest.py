@@ -86,3 +86,24 @@ def grpolens(*args: str, env: dict | None = None, check: bool = False) -> subpro
     if check and proc.returncode != 0:
         raise AssertionError(f"grpolens {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+PLANTED = "planted in the table"
+
+
+def plant_flag(settings: Settings, run_name: str) -> str:
+    """Add to `anomalies` a `loss_nonfinite` flag on ``run_name`` that no rule raises there: a check or report that
+    shows it read the table rather than running the rules. Returns the run's run_key."""
+    from pipeline import warehouse
+
+    con = warehouse.connect_write(settings)
+    try:
+        (run_key,) = con.execute("select run_key from runs where name = $name", {"name": run_name}).fetchone()
+        con.execute(
+            "insert into anomalies (run_key, check_name, severity, step, metric, value, threshold, message) "
+            "values ($run, 'loss_nonfinite', 'error', 7, 'loss', 'nan'::double, 0, $planted)",
+            {"run": run_key, "planted": PLANTED},
+        )
+    finally:
+        con.close()
+    return run_key

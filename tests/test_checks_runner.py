@@ -13,7 +13,7 @@ import pytest
 from pipeline import checks, warehouse
 from pipeline.ingest import ingest
 from pipeline.settings import SQL_DIR, Settings
-from tests.conftest import grpolens
+from tests.conftest import PLANTED, grpolens, plant_flag
 from tests.wandb_writer import write_run
 
 
@@ -142,26 +142,17 @@ def test_an_up_to_date_anomalies_table_is_the_answer_until_the_rules_change(home
     settings = Settings(home=tmp_path / "home")
     shutil.copytree(home.home, settings.home)
     checks.check_warehouse(settings)  # the table, as a refresh leaves it
-    con = warehouse.connect_write(settings)
-    try:
-        (healthy,) = con.execute("select run_key from runs where name = 'healthy0'").fetchone()
-        con.execute(
-            "insert into anomalies (run_key, check_name, severity, step, metric, value, threshold, message) "
-            "values ($run, 'loss_nonfinite', 'error', 7, 'loss', 'nan'::double, 0, 'planted in the table')",
-            {"run": healthy},
-        )
-    finally:
-        con.close()
+    healthy = plant_flag(settings, "healthy0")
     read = [row for o in checks.check_warehouse(settings, healthy, persist=False) for row in o.rows]
-    assert [row["message"] for row in read] == ["planted in the table"]
+    assert [row["message"] for row in read] == [PLANTED]
     listed = grpolens("check", "--run", "healthy0", "--format", "json", env={"GRPOLENS_HOME": str(settings.home)})
-    assert [row["message"] for row in json.loads(listed.stdout)] == ["planted in the table"]
+    assert [row["message"] for row in json.loads(listed.stdout)] == [PLANTED]
     config = tmp_path / "grpolens.yaml"
     config.write_text("checks:\n  entropy_collapse:\n    floor: 0.001\n")
     monkeypatch.setenv("GRPOLENS_CONFIG", str(config))
     assert [row for o in checks.check_warehouse(settings, healthy, persist=False) for row in o.rows] == []
     con = warehouse.connect_readonly(settings)
     try:  # nothing was written: the planted flag is still there until a check persists
-        assert con.execute("select count(*) from anomalies where message = 'planted in the table'").fetchone()[0] == 1
+        assert con.execute("select count(*) from anomalies where message = $m", {"m": PLANTED}).fetchone()[0] == 1
     finally:
         con.close()

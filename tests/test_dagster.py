@@ -8,7 +8,6 @@ import re
 import shutil
 
 import dagster as dg
-import duckdb
 import pytest
 
 from pipeline import warehouse
@@ -18,7 +17,7 @@ from pipeline.resources import GrpolensResource, dbt_resource
 from pipeline.sensors import FILE_SENSORS
 from pipeline.settings import Settings
 from pipeline.sources import wandb_offline
-from tests.conftest import LENGTH_COLLAPSE
+from tests.conftest import LENGTH_COLLAPSE, PLANTED, plant_flag
 
 # The same real run as its verl console log: a second run with the same collapse, so a check flags two runs.
 CONSOLE_LOG = LENGTH_COLLAPSE / "run-20251130_144822-gjvwlq13" / "files" / "output.log"
@@ -315,16 +314,7 @@ def test_the_asset_checks_read_the_anomalies_table(refreshed, tmp_path):
     assert evaluations["loss_nonfinite"].passed
     copy = tmp_path / "home"
     shutil.copytree(home, copy)
-    con = duckdb.connect(str(copy / "grpolens.duckdb"))
-    try:
-        (run_key,) = con.execute("select run_key from runs where name = 'qwen2_3b_opd'").fetchone()
-        con.execute(
-            "insert into anomalies (run_key, check_name, severity, step, metric, value, threshold, message) "
-            "values ($run, 'loss_nonfinite', 'error', 7, 'loss', 'nan'::double, 0, 'planted in the table')",
-            {"run": run_key},
-        )
-    finally:
-        con.close()
+    plant_flag(Settings(home=copy), "qwen2_3b_opd")
     keys = [dg.AssetCheckKey(dg.AssetKey(rule.reads[0]), rule.name) for rule in load_checks()]
     job = dg.define_asset_job("health_checks_only", selection=dg.AssetSelection.checks(*keys))
     result = (
@@ -343,5 +333,5 @@ def test_the_asset_checks_read_the_anomalies_table(refreshed, tmp_path):
     }
     assert set(found) == {key.name for key in keys}
     planted = found["loss_nonfinite"]
-    assert not planted.passed and "planted in the table" in planted.metadata["flagged"].value
+    assert not planted.passed and PLANTED in planted.metadata["flagged"].value
     assert found["response_length_collapse"].metadata["runs_flagged"].value == 2  # the asset's flags, as written
