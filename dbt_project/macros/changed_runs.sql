@@ -2,7 +2,7 @@
 {#- The runs this build must redo, written by grpolens before dbt runs (pipeline/build_plan.py): every run with
     rows in a lake part that appeared, vanished or was rewritten since the last complete build. A build through
     grpolens (CLI or Dagster) always writes it first; `dbt build` run by hand on an existing warehouse needs
-    `--full-refresh`, which ignores it. -#}
+    `--full-refresh`, which ignores it (and `dbt test` by hand tests only the runs the last build redid). -#}
 main._build_changed_runs
 {%- endmacro %}
 
