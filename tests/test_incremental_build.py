@@ -19,7 +19,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import build_plan, checks, warehouse
+from pipeline import build_plan, checks, lake, warehouse
 from pipeline.demo.events import write_demo_events
 from pipeline.ingest import SOURCES, ingest
 from pipeline.settings import Settings
@@ -279,3 +279,44 @@ def test_nothing_changed_plans_nothing_and_full_refresh_rebuilds_everything(tmp_
     assert dropped.full and dropped.reason == "the warehouse has no rollout_timing table"
     settings.duckdb_path.unlink()
     assert build_plan.plan(settings).full
+
+
+def test_a_run_key_no_sql_literal_can_hold_is_read_through_the_semi_join(tmp_path, logs):
+    """A run_key with a NUL character (a damaged or hostile file's run id) cannot be pasted into the per-run lake
+    scans: history falls back to the semi-join, and the build goes on."""
+    settings = Settings(home=tmp_path / "home", trainer_logs=(logs.parent,))
+    refresh(settings)
+    odd = "trainer_log:local/proj/nul\x00run"
+    rows = [
+        {
+            "run_key": odd,
+            "step": s,
+            "key": "reward",
+            "value": s / 10,
+            "value_type": "number",
+            "ingest_id": 99,
+            "file_offset": s,
+        }
+        for s in range(5)
+    ]
+    lake.write_part(settings.lake, "history", "trainer_log", 99, rows)
+    run = {
+        "run_key": odd,
+        "source": "trainer_log",
+        "entity": "local",
+        "project": "proj",
+        "run_id": "nul\x00run",
+        "name": "nul run",
+        "ingest_id": 99,
+        "last_step": 4,
+    }
+    lake.write_part(settings.lake, "runs", "trainer_log", 99, [run])
+    plan = build_plan.plan(settings)
+    assert not plan.full and plan.changed_runs == [odd]
+    warehouse.build(settings)
+    assert "run_key in (select run_key from main._build_changed_runs)" in compiled(settings, "history")
+    con = warehouse.connect_readonly(settings)
+    try:
+        assert con.execute("select count(*) from history where run_key = $k", {"k": odd}).fetchone()[0] == 5
+    finally:
+        con.close()
