@@ -13,7 +13,7 @@ only the dbt nodes downstream of the lake tables that changed (``selection``): w
 event marts and their tests are not touched, and when nothing changed dbt is not started at all.
 
 A build is full (every model from the whole lake) when there is no record, when the dbt project changed, when
-the warehouse lacks the incremental tables, or when asked (`grpolens build --full-refresh`).
+the warehouse lacks any of the project's relations, or when asked (`grpolens build --full-refresh`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from pipeline.settings import DBT_PROJECT_DIR, Settings
+from pipeline.settings import DBT_MANIFEST, DBT_PROJECT_DIR, Settings
 
 RECORD = ".built_parts.json"
 PENDING = ".built_parts.pending.json"
@@ -117,7 +117,7 @@ def load_record(settings: Settings, name: str = RECORD) -> dict | None:
 def _relations() -> tuple[str, ...]:
     """Every model's and seed's relation in the project (its parsed manifest), else the incremental tables."""
     try:
-        nodes = json.loads((DBT_PROJECT_DIR / "target" / "manifest.json").read_text(encoding="utf-8"))["nodes"]
+        nodes = json.loads(DBT_MANIFEST.read_text(encoding="utf-8"))["nodes"]
         names = sorted(
             n.get("alias") or n["name"] for n in nodes.values() if n.get("resource_type") in ("model", "seed")
         )
@@ -247,10 +247,12 @@ def run_versions(record: dict | None) -> dict[str, str]:
 
 
 def other_parts_version(record: dict | None) -> str:
-    """A short digest of the lake parts that hold no run (events, ingest issues): it changes exactly when the
-    event marts must be rebuilt and the rules over them run again."""
+    """A short digest of the parts of the lake tables that hold no runs (events, ingest issues): it changes
+    exactly when the event marts must be rebuilt and the rules over them run again."""
     parts = sorted(
-        (path, size, mtime) for path, (size, mtime, runs) in (record or {}).get("parts", {}).items() if not runs
+        (path, size, mtime)
+        for path, (size, mtime, _runs) in (record or {}).get("parts", {}).items()
+        if _table_of(path) in OTHER_TABLES
     )
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
 

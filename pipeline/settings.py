@@ -8,6 +8,7 @@ from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DBT_PROJECT_DIR = PROJECT_ROOT / "dbt_project"
+DBT_MANIFEST = DBT_PROJECT_DIR / "target" / "manifest.json"  # `dbt parse` (make setup, the tests) writes it
 SQL_DIR = PROJECT_ROOT / "sql"
 
 

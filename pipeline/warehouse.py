@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from pipeline.dbt_groups import GroupProgress
-from pipeline.settings import DBT_PROJECT_DIR, SQL_DIR, Settings
+from pipeline.settings import DBT_MANIFEST, DBT_PROJECT_DIR, SQL_DIR, Settings
 
 _LOCKED = re.compile(r"(could not set lock|conflicting lock)", re.I)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -373,7 +373,7 @@ def build(
     echo = progress  # dbt's own lines, or one line per layer of the warehouse as dbt finishes it
     if progress and not verbose:
         sources = None if plan.full or select else plan.changed_sources
-        echo = GroupProgress(DBT_PROJECT_DIR / "target" / "manifest.json", progress, sources)
+        echo = GroupProgress(DBT_MANIFEST, progress, sources)
     results = run_dbt(settings, "build", *dbt_build_args(plan, selected), echo=echo)
     counts: dict[str, float] = {}  # statuses' counts, and the seconds taken
     failures, messages = [], []

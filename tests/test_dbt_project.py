@@ -13,14 +13,14 @@ import duckdb
 import pytest
 
 from pipeline import warehouse
-from pipeline.settings import DBT_PROJECT_DIR, Settings
+from pipeline.settings import DBT_MANIFEST, Settings
 
 UNIQUENESS = {"unique", "unique_combination_of_columns"}
 
 
 @pytest.fixture(scope="module")
 def manifest() -> dict:
-    return json.loads((DBT_PROJECT_DIR / "target" / "manifest.json").read_text(encoding="utf-8"))
+    return json.loads(DBT_MANIFEST.read_text(encoding="utf-8"))
 
 
 def _relations(manifest: dict) -> dict[str, dict]:

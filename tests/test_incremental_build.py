@@ -5,6 +5,7 @@ moments. It runs only the dbt nodes below the lake tables that changed, and no d
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
@@ -125,8 +126,6 @@ def elo_rows(first: int, steps: int) -> list[dict]:
 
 def built_nodes(settings: Settings) -> set[str]:
     """The models the last dbt build of this home ran."""
-    import json
-
     results = json.loads((settings.home / "dbt_target" / "run_results.json").read_text())
     return {r["unique_id"].split(".")[-1] for r in results["results"] if r["unique_id"].startswith("model.")}
 
