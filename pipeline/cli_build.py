@@ -39,6 +39,7 @@ def cmd_build(args, settings: Settings) -> int:
 def cmd_refresh(args, settings: Settings) -> int:
     from pipeline import warehouse
     from pipeline.checks import check_overrides, check_warehouse, load_checks
+    from pipeline.dbt_process import DbtProcess
     from pipeline.ingest import SOURCES, ingest
 
     check_overrides(settings, load_checks())  # a broken grpolens.yaml fails now, not after the ingest and the build
@@ -49,12 +50,13 @@ def cmd_refresh(args, settings: Settings) -> int:
             "GRPOLENS_EVENT_FILES, AXIOM_TOKEN or GRPOLENS_WANDB_PROJECTS; or try `grpolens report "
             "PATH` on one run, or `grpolens demo`"
         )
-    reports = ingest(settings, tuple(SOURCES), progress=say)
-    if warehouse.is_up_to_date(settings) and not args.force:
-        say(f"warehouse {settings.duckdb_path} is up to date: nothing new to build or check")
-        _fail_if_misconfigured(reports)
-        return 0
-    warehouse.build(settings, progress=say, verbose=args.verbose, stamp=False)
+    with DbtProcess(settings) as dbt:  # dbt imports itself while the sources are read
+        reports = ingest(settings, tuple(SOURCES), progress=say)
+        if warehouse.is_up_to_date(settings) and not args.force:
+            say(f"warehouse {settings.duckdb_path} is up to date: nothing new to build or check")
+            _fail_if_misconfigured(reports)
+            return 0
+        warehouse.build(settings, progress=say, verbose=args.verbose, stamp=False, dbt=dbt)
     outcomes = check_warehouse(settings)
     warehouse.stamp_build(settings)
     found = [row for outcome in outcomes for row in outcome.rows]

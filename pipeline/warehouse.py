@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from pipeline.dbt_groups import GroupProgress
+from pipeline.dbt_process import DbtProcess
 from pipeline.settings import DBT_MANIFEST, DBT_PROJECT_DIR, SQL_DIR, Settings
 
 _LOCKED = re.compile(r"(could not set lock|conflicting lock)", re.I)
@@ -229,9 +229,13 @@ def dbt_executable() -> str:
 
 def dbt_command(settings: Settings, *command: str) -> list[str]:
     """dbt ``command`` (one or two words: ``build``, ``docs generate``) on this project, with this home's target and
-    log paths."""
+    log paths; the dbt executable first."""
+    return [dbt_executable(), *dbt_args(settings, *command)]
+
+
+def dbt_args(settings: Settings, *command: str) -> list[str]:
+    """dbt_command without the executable: the arguments a DbtProcess takes."""
     return [
-        dbt_executable(),
         *command,
         "--project-dir",
         str(DBT_PROJECT_DIR),
@@ -244,28 +248,33 @@ def dbt_command(settings: Settings, *command: str) -> list[str]:
     ]
 
 
-def run_dbt(settings: Settings, command: str, *extra: str, echo: Callable[[str], None] | None = None) -> dict:
-    """Run dbt in a child process against this settings' home; returns its run_results.json.
-
-    A child process, not dbtRunner in this one: dbt-duckdb keeps its connection cached for the life of the
-    process, which would hold the write lock and block this process's own read-only connections afterwards.
-    """
-    settings.export()
+def run_dbt(
+    settings: Settings,
+    command: str,
+    *extra: str,
+    echo: Callable[[str], None] | None = None,
+    dbt: DbtProcess | None = None,
+) -> dict:
+    """Run dbt in a child process against this settings' home (``dbt``, when one was started ahead; else a new
+    one); returns its run_results.json."""
     target = settings.home / "dbt_target"
-    args = [*dbt_command(settings, command), *extra]
     results = target / "run_results.json"
     results.unlink(missing_ok=True)
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy())
     tail: list[str] = []
     os_failure: OSError | None = None  # the first disk-full / read-only / permission failure dbt printed
-    assert proc.stdout is not None  # stdout=PIPE
-    for line in proc.stdout:
+
+    def heard(line: str) -> None:
+        nonlocal tail, os_failure
         line = _ANSI.sub("", line.rstrip())
         tail = (tail + [line])[-40:]
         os_failure = os_failure or os_error_in(line)
         if echo:
             echo(line)
-    code = proc.wait()
+
+    with contextlib.ExitStack() as stack:
+        if dbt is None:
+            dbt = stack.enter_context(DbtProcess(settings))
+        code, _ = dbt.run(dbt_args(settings, command, *extra), echo=heard)
     try:
         with open(results, encoding="utf-8") as fh:
             return json.load(fh)
@@ -344,8 +353,10 @@ def build(
     verbose: bool = False,
     stamp: bool = True,
     full_refresh: bool = False,
+    dbt: DbtProcess | None = None,
 ) -> dict:
-    """`dbt build` (seeds, models, data and unit tests); returns counts. Raises BuildFailed with dbt's failures."""
+    """`dbt build` (seeds, models, data and unit tests); returns counts. Raises BuildFailed with dbt's failures.
+    ``dbt``: a child started ahead (it has imported dbt meanwhile), else one is started when needed."""
     import duckdb
 
     from pipeline import build_plan
@@ -374,7 +385,7 @@ def build(
     if progress and not verbose:
         sources = None if plan.full or select else plan.changed_sources
         echo = GroupProgress(DBT_MANIFEST, progress, sources)
-    results = run_dbt(settings, "build", *dbt_build_args(plan, selected), echo=echo)
+    results = run_dbt(settings, "build", *dbt_build_args(plan, selected), echo=echo, dbt=dbt)
     counts: dict[str, float] = {}  # statuses' counts, and the seconds taken
     failures, messages = [], []
     for node in results.get("results", []):

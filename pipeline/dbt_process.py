@@ -1,0 +1,114 @@
+"""dbt in a child process that can be started before it is needed.
+
+A child, not dbtRunner in the calling process: dbt-duckdb keeps its database open while any of its connections
+lives, and the calling process's own connections (read-only ones, or the checks' writer) must not meet a second
+configuration of the same file. Two costs of a child are avoidable, and at team scale they were a third of an
+incremental refresh (docs/scale.md): importing dbt (1.8 s on this machine) and the interpreter's teardown of dbt's
+objects after the work is done (0.9 s). So the child imports dbt as soon as it starts and then waits for its
+arguments on stdin — `grpolens refresh` starts it before it ingests, and the import overlaps the ingest and the
+build plan — and it leaves with ``os._exit`` once dbt has closed the database, written its artifacts and its log.
+
+Run as ``python -m pipeline.dbt_process``; it reads one JSON list of dbt arguments (``["build", "--select", …]``)
+and exits with dbt's own codes: 0 success, 1 a node failed, 2 dbt could not run. An empty stdin (a caller
+that died) makes it exit 0 without running anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+
+from pipeline.settings import Settings
+
+
+class DbtProcess:
+    """One dbt invocation in a child started now; ``run`` gives it its arguments. Close it (or use ``with``) in
+    any case: a child that was never needed is stopped there."""
+
+    def __init__(self, settings: Settings):
+        settings.export()  # GRPOLENS_HOME, memory limit and threads: profiles.yml reads them
+        env = os.environ.copy()
+        # dbt's thread pool leaves semaphores behind when the child skips the teardown; nothing to clean up
+        env["PYTHONWARNINGS"] = "ignore::UserWarning:multiprocessing.resource_tracker"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.dbt_process"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        self.used = False
+
+    def run(self, args: list[str], echo: Callable[[str], None] | None = None) -> tuple[int, list[str]]:
+        """Run dbt with ``args`` (no executable); ``echo`` hears each line of its output as it comes. Returns the
+        exit code and every line of output."""
+        if self.used:
+            raise RuntimeError("a DbtProcess runs dbt once")
+        self.used = True
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both PIPE
+        try:
+            self.proc.stdin.write(json.dumps(args) + "\n")
+            self.proc.stdin.close()
+        except BrokenPipeError:  # the child died before it read them: its output says why
+            pass
+        lines = []
+        for line in self.proc.stdout:
+            line = line.rstrip("\n")
+            lines.append(line)
+            if echo:
+                echo(line)
+        return self.proc.wait(), lines
+
+    def close(self) -> None:
+        """End the child: one that never got its arguments is stopped (it has only been importing dbt); one that
+        ran has exited already."""
+        if not self.used:
+            self.proc.kill()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None and not stream.closed:
+                with contextlib.suppress(BrokenPipeError):
+                    stream.close()
+        self.proc.wait()
+
+    def __enter__(self) -> DbtProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _main() -> None:
+    import logging
+    import traceback
+
+    from dbt.adapters.duckdb.connections import DuckDBConnectionManager  # dbt would import it on its way
+    from dbt.cli.exceptions import DbtUsageException
+    from dbt.cli.main import dbtRunner  # the slow part, done while the caller still ingests
+
+    line = sys.stdin.readline()
+    if not line.strip():
+        os._exit(0)
+    try:
+        result = dbtRunner().invoke(json.loads(line))
+        code = 0 if result.success else (2 if result.exception is not None else 1)
+        if isinstance(result.exception, DbtUsageException):  # dbt has said every other error itself
+            print(f"Usage error: {result.exception}", flush=True)
+    except BaseException:  # noqa: BLE001  # say it, as dbt's CLI would, and exit 2
+        traceback.print_exc(file=sys.stdout)
+        code = 2
+    # what dbt-duckdb leaves to atexit, which os._exit skips: close the database (a checkpoint: the WAL goes into
+    # the file, else the next connection replays it)
+    DuckDBConnectionManager.close_all_connections()
+    logging.shutdown()  # dbt's log file
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # skip the teardown: dbt has closed the database and written its artifacts
+
+
+if __name__ == "__main__":
+    _main()

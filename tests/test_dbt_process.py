@@ -1,0 +1,48 @@
+"""dbt's child process: started ahead of need, it runs dbt once, and it leaves the database closed and the lock
+free when it exits; never needed, it is stopped rather than awaited; given bad arguments, it says so."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import duckdb
+
+from pipeline import warehouse
+from pipeline.dbt_process import DbtProcess
+from pipeline.ingest import ingest
+from pipeline.settings import Settings
+
+
+def test_a_child_never_given_work_is_stopped(home):
+    with DbtProcess(home) as dbt:
+        pass
+    assert dbt.proc.returncode == -signal.SIGKILL  # stopped while it imported dbt, not left to finish
+
+
+def test_a_build_through_the_child_leaves_the_database_closed(tmp_path):
+    logs = tmp_path / "logs" / "proj"
+    logs.mkdir(parents=True)
+    (logs / "run.jsonl").write_text("".join(json.dumps({"step": s, "reward": s / 10}) + "\n" for s in range(20)))
+    settings = Settings(home=tmp_path / "home", trainer_logs=(logs.parent,))
+    ingest(settings, ("trainer_log",))
+    with DbtProcess(settings) as dbt:
+        counts = warehouse.build(settings, dbt=dbt)
+    assert dbt.proc.returncode == 0 and counts.get("success", 0) > 10
+    # The child leaves with os._exit: it must have closed DuckDB first (a checkpoint), or the WAL stays behind
+    # for the next connection to replay, and dbt's log must be complete.
+    assert not settings.duckdb_path.with_name(settings.duckdb_path.name + ".wal").exists()
+    con = duckdb.connect(str(settings.duckdb_path))  # a writer: the lock is free
+    try:
+        assert con.execute("select count(*) from history").fetchone()[0] == 20
+    finally:
+        con.close()
+    last = (settings.home / "logs" / "dbt.log").read_text().splitlines()[-3:]
+    assert "build` succeeded" in last[1] and "Flushing usage events" in last[2], last  # dbt's log ends as it does
+
+
+def test_bad_arguments_exit_2_and_say_why(home):
+    with DbtProcess(home) as dbt:
+        code, lines = dbt.run(warehouse.dbt_args(home, "build", "--no-such-option"))
+    assert code == 2
+    assert any("No such option" in line and "--no-such-option" in line for line in lines), lines
