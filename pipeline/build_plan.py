@@ -32,6 +32,8 @@ PENDING = ".built_parts.pending.json"
 RUN_TABLES = ("history", "runs")
 OTHER_TABLES = ("events", "ingest_issues")
 CHANGED_RUNS_TABLE = "_build_changed_runs"
+# A run's cluster key, as the dbt macro run_hash computes it: the SQL function, applied to a run_key.
+RUN_HASH = "md5_number_upper"
 INCREMENTAL_TABLES = ("history", "metrics")  # when the project's manifest cannot be read: the tables that must exist
 
 
@@ -210,9 +212,11 @@ def prepare(settings: Settings, full_refresh: bool = False) -> BuildPlan:
     con = warehouse.connect_write(settings) if settings.duckdb_path.exists() else _create(settings)
     try:
         con.execute("begin")
-        con.execute(f"create or replace table main.{CHANGED_RUNS_TABLE} (run_key varchar)")
-        if build.changed_runs:
-            con.execute(f"insert into main.{CHANGED_RUNS_TABLE} select unnest($runs)", {"runs": build.changed_runs})
+        con.execute(
+            f"create or replace table main.{CHANGED_RUNS_TABLE} as select run_key, {RUN_HASH}(run_key) as run_hash "
+            "from (select unnest($runs::varchar[]) as run_key)",
+            {"runs": build.changed_runs},
+        )
         con.execute("commit")
     finally:
         con.close()

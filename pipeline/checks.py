@@ -327,25 +327,32 @@ def checks_digest(checks: list[Check], overrides: dict[str, dict]) -> str:
 
 def _restrict_to_runs(con, runs: list[str]) -> None:
     """Temporary views named like every per-run table, holding only ``runs`` (and rows of no run, the event
-    marts' dataset hours): the rules then read only what changed, with their SQL untouched."""
+    marts' dataset hours): the rules then read only what changed, with their SQL untouched. A table with a
+    run_hash column (stored ordered by it, every row a run's) is filtered on it too, so its other runs' row
+    groups are skipped rather than read (macros/changed_runs.sql says why run_key alone cannot)."""
+    from pipeline.build_plan import RUN_HASH
+
     database = con.execute("select current_database()").fetchone()[0]
     con.execute(
-        "create or replace temp table changed_runs as select unnest($runs::varchar[]) as run_key", {"runs": runs}
+        f"create or replace temp table changed_runs as select run_key, {RUN_HASH}(run_key) as run_hash "
+        "from (select unnest($runs::varchar[]) as run_key)",
+        {"runs": runs},
     )
-    tables = [
-        name
-        for (name,) in con.execute(
-            "select distinct table_name from information_schema.columns where table_catalog = current_database() "
-            "and table_schema = 'main' and column_name = 'run_key' and table_name not in ('anomalies') "
-            "and not starts_with(table_name, '_') and not starts_with(table_name, 'stg_')"
-        ).fetchall()
-    ]
-    for table in tables:
+    columns: dict[str, set[str]] = {}
+    for table, column in con.execute(
+        "select table_name, column_name from information_schema.columns where table_catalog = current_database() "
+        "and table_schema = 'main' and column_name in ('run_key', 'run_hash') and table_name not in ('anomalies') "
+        "and not starts_with(table_name, '_') and not starts_with(table_name, 'stg_')"
+    ).fetchall():
+        columns.setdefault(table, set()).add(column)
+    for table, found in columns.items():
+        if "run_key" not in found:
+            continue
         quoted = '"' + table.replace('"', '""') + '"'
-        con.execute(
-            f'create or replace temp view {quoted} as select * from "{database}".main.{quoted} '
-            "where run_key is null or run_key in (select run_key from changed_runs)"
-        )
+        keep = "run_key is null or run_key in (select run_key from changed_runs)"
+        if "run_hash" in found:
+            keep = "run_hash in (select run_hash from changed_runs) and run_key in (select run_key from changed_runs)"
+        con.execute(f'create or replace temp view {quoted} as select * from "{database}".main.{quoted} where {keep}')
 
 
 def check_warehouse(settings, run_key: str | None = None, persist: bool = True) -> list[CheckOutcome]:

@@ -319,3 +319,67 @@ def test_a_run_key_no_sql_literal_can_hold_is_read_through_the_semi_join(tmp_pat
         assert con.execute("select count(*) from history where run_key = $k", {"k": odd}).fetchone()[0] == 5
     finally:
         con.close()
+
+
+def wide_log(first: int, steps: int, keys: int, seed: int) -> str:
+    """A JSONL metrics log with many keys a step: a few runs of it fill several of DuckDB's row groups."""
+    rng = random.Random(seed)
+    return "".join(
+        json.dumps({"step": s, "reward": rng.random(), **{f"probe/k{k}": rng.random() for k in range(keys)}}) + "\n"
+        for s in range(first, first + steps)
+    )
+
+
+def rows_scanned(con, sql: str, where: Path) -> int:
+    """How many table rows DuckDB read to answer ``sql`` (its JSON profile's cumulative_rows_scanned)."""
+    out = where / "profile.json"
+    con.execute("pragma enable_profiling = 'json'")
+    con.execute(f"pragma profiling_output = '{out}'")
+    con.execute(sql).fetchall()
+    con.execute("pragma disable_profiling")
+    return json.loads(out.read_text())["cumulative_rows_scanned"]
+
+
+@pytest.mark.slow
+def test_the_changed_runs_are_read_from_their_own_row_groups(tmp_path):
+    """history is stored ordered by run_hash, and the next models, the data tests and the checks of an incremental
+    build filter on it: they read the changed run's row groups, not the whole table (a filter on run_key alone
+    reads every row group: DuckDB's zone maps keep 8 bytes of a string, and every run_key here starts alike)."""
+    folder = tmp_path / "logs" / "wide"
+    folder.mkdir(parents=True)
+    for n in range(8):
+        (folder / f"run{n}.jsonl").write_text(wide_log(0, 2000, 60, seed=n))  # 122k values: a row group a run
+    settings = Settings(home=tmp_path / "home", trainer_logs=(folder.parent,))
+    refresh(settings)
+    with open(folder / "run3.jsonl", "a") as fh:
+        fh.write(wide_log(2000, 10, 60, seed=99))
+    ingest(settings, tuple(SOURCES))
+    plan = warehouse.build(settings, stamp=False)
+    assert plan
+    for node in ("metrics", "not_null_history_key"):  # a model reading history, a data test on it
+        assert "run_hash in (select run_hash from main._build_changed_runs)" in compiled(settings, node), node
+    con = warehouse.connect_readonly(settings)
+    try:
+        total = con.execute("select count(*) from history").fetchone()[0]
+        changed = con.execute("select count(*) from history semi join _build_changed_runs using (run_key)").fetchone()
+        assert total > 6 * 122_880 and changed[0] == 2010 * 61
+        by_key = rows_scanned(
+            con, "select count(*) from history where run_key in (select run_key from _build_changed_runs)", tmp_path
+        )
+        by_hash = rows_scanned(
+            con,
+            "select count(*) from history where run_hash in (select run_hash from _build_changed_runs) "
+            "and run_key in (select run_key from _build_changed_runs)",
+            tmp_path,
+        )
+    finally:
+        con.close()
+    assert by_key >= total  # why run_hash exists (and the one-row table of changed runs)
+    assert by_hash <= 2 * 122_880 < total / 2, (by_hash, total)
+    # the checks read the changed run the same way (their views filter on run_hash)
+    con = warehouse.connect_readonly(settings)
+    try:
+        checks._restrict_to_runs(con, [run_keys(settings)["run3"]])
+        assert rows_scanned(con, "select count(*) from history", tmp_path) <= 2 * 122_880
+    finally:
+        con.close()

@@ -8,7 +8,28 @@ main._build_changed_runs
 
 {% macro ensure_changed_runs_table() %}
 {#- On-run-start: an empty table when grpolens has not written one (a first build, a hand-run dbt). -#}
-create table if not exists {{ changed_runs_table() }} (run_key varchar)
+create table if not exists {{ changed_runs_table() }} (run_key varchar, run_hash ubigint)
+{%- endmacro %}
+
+{% macro run_hash(column='run_key') -%}
+{#- A run's 64-bit cluster key (pipeline/build_plan.py's RUN_HASH writes the same for the changed runs). The big
+    per-run tables (history) are stored ordered by it and carry it as a column, so that reading a few runs skips
+    the row groups of the others. A filter on run_key alone cannot: DuckDB's zone maps keep the first 8 bytes of
+    a string, which the run_keys of a source share ('trainer_', 'wandb_of'), so it reads every row group (at 3e7
+    values, 4 changed runs: 30.3 M rows read and 0.14 s, against 1.7 M and 0.015 s through run_hash). md5: the
+    same value in every DuckDB version and process. -#}
+md5_number_upper({{ column }})
+{%- endmacro %}
+
+{% macro changed_runs_filter(relation) -%}
+{#- The condition that keeps the changed runs' rows of `relation`: through run_hash as well when the relation
+    documents one (a clustered table, whose rows all belong to a run), so DuckDB can skip row groups. -#}
+{%- if is_clustered(relation) -%}
+run_hash in (select run_hash from {{ changed_runs_table() }})
+    and run_key in (select run_key from {{ changed_runs_table() }})
+{%- else -%}
+run_key in (select run_key from {{ changed_runs_table() }})
+{%- endif -%}
 {%- endmacro %}
 
 {% macro of_changed_runs(relation, per_run_scans=false) %}
@@ -39,7 +60,7 @@ create table if not exists {{ changed_runs_table() }} (run_key varchar)
 {%- endfor %}
 )
 {%- else -%}
-(select * from {{ relation }} where run_key in (select run_key from {{ changed_runs_table() }}))
+(select * from {{ relation }} where {{ changed_runs_filter(relation) }})
 {%- endif -%}
 {%- else -%}
 {{ relation }}
@@ -51,8 +72,15 @@ create table if not exists {{ changed_runs_table() }} (run_key varchar)
     computed for them, in the model's one transaction. Unlike delete+insert on a unique key, a run whose rows all
     went (a vanished part, a rewind to fewer steps) is emptied too. -#}
 {%- set target = arg_dict['target_relation'] -%}
-{%- set columns = get_quoted_csv(arg_dict['dest_columns'] | map(attribute='name')) -%}
+{%- set names = arg_dict['dest_columns'] | map(attribute='name') | list -%}
+{%- set columns = get_quoted_csv(names) -%}
+{%- if 'run_hash' in names %}
+delete from {{ target }}
+where run_hash in (select run_hash from {{ changed_runs_table() }})
+    and run_key in (select run_key from {{ changed_runs_table() }});
+{%- else %}
 delete from {{ target }} where run_key in (select run_key from {{ changed_runs_table() }});
+{%- endif %}
 insert into {{ target }} ({{ columns }})
 select {{ columns }} from {{ arg_dict['temp_relation'] }}
 {%- endmacro %}
@@ -67,7 +95,9 @@ select {{ columns }} from {{ arg_dict['temp_relation'] }}
     which tests/test_dbt_project.py forbids on per-run relations. -#}
 {%- set where = config.get('where', '') -%}
 {%- set conditions = [where] if where else [] -%}
-{%- if execute and not flags.FULL_REFRESH and is_per_run(relation) -%}
+{%- if execute and not flags.FULL_REFRESH and is_clustered(relation) -%}
+    {%- do conditions.append('(' ~ changed_runs_filter(relation) ~ ')') -%}
+{%- elif execute and not flags.FULL_REFRESH and is_per_run(relation) -%}
     {%- do conditions.append('(run_key is null or run_key in (select run_key from ' ~ changed_runs_table() ~ '))') -%}
 {%- endif -%}
 {%- if conditions -%}
@@ -79,9 +109,21 @@ select {{ columns }} from {{ arg_dict['temp_relation'] }}
 
 {% macro is_per_run(relation) -%}
 {#- Whether the model or seed behind `relation` documents a run_key column (read from the graph: no query). -#}
+{%- do return(documents_column(relation, 'run_key')) -%}
+{%- endmacro %}
+
+{% macro is_clustered(relation) -%}
+{#- Whether the model behind `relation` documents a run_hash column: it is stored ordered by it, and every row
+    belongs to a run (tests/test_dbt_project.py keeps both true). -#}
+{%- do return(documents_column(relation, 'run_hash')) -%}
+{%- endmacro %}
+
+{% macro documents_column(relation, column) -%}
+{#- Whether the model or seed behind `relation` documents `column`. No graph (sqlfluff's templater): no. -#}
+{%- if graph is not defined -%}{%- do return(false) -%}{%- endif -%}
 {%- set name = relation | string -%}
 {%- for node in graph.nodes.values() if node.resource_type in ('model', 'seed') and node.relation_name == name -%}
-    {%- if 'run_key' in node.columns -%}{%- do return(true) -%}{%- endif -%}
+    {%- if column in node.columns -%}{%- do return(true) -%}{%- endif -%}
 {%- endfor -%}
 {%- do return(false) -%}
 {%- endmacro %}
