@@ -347,7 +347,7 @@ def test_the_changed_runs_are_read_from_their_own_row_groups(tmp_path):
     reads every row group: DuckDB's zone maps keep 8 bytes of a string, and every run_key here starts alike)."""
     folder = tmp_path / "logs" / "wide"
     folder.mkdir(parents=True)
-    for n in range(8):
+    for n in range(12):
         (folder / f"run{n}.jsonl").write_text(wide_log(0, 2000, 60, seed=n))  # 122k values: a row group a run
     settings = Settings(home=tmp_path / "home", trainer_logs=(folder.parent,))
     refresh(settings)
@@ -362,7 +362,7 @@ def test_the_changed_runs_are_read_from_their_own_row_groups(tmp_path):
     try:
         total = con.execute("select count(*) from history").fetchone()[0]
         changed = con.execute("select count(*) from history semi join _build_changed_runs using (run_key)").fetchone()
-        assert total > 6 * 122_880 and changed[0] == 2010 * 61
+        assert total > 10 * 122_880 and changed[0] == 2010 * 61
         by_key = rows_scanned(
             con, "select count(*) from history where run_key in (select run_key from _build_changed_runs)", tmp_path
         )
@@ -375,11 +375,13 @@ def test_the_changed_runs_are_read_from_their_own_row_groups(tmp_path):
     finally:
         con.close()
     assert by_key >= total  # why run_hash exists (and the one-row table of changed runs)
-    assert by_hash <= 2 * 122_880 < total / 2, (by_hash, total)
+    # the run's row groups where it was (its rows deleted) and where it now is (appended): two or three each
+    group = 122_880
+    assert by_hash <= 4 * group < total / 2, (by_hash, total)
     # the checks read the changed run the same way (their views filter on run_hash)
     con = warehouse.connect_readonly(settings)
     try:
         checks._restrict_to_runs(con, [run_keys(settings)["run3"]])
-        assert rows_scanned(con, "select count(*) from history", tmp_path) <= 2 * 122_880
+        assert rows_scanned(con, "select count(*) from history", tmp_path) <= 4 * group
     finally:
         con.close()
