@@ -67,3 +67,20 @@ def test_uniqueness_tests_on_per_run_relations_include_run_key(manifest):
         assert "run_key" in columns, f"{test['name']} on the per-run {parent} must include run_key"
         checked += 1
     assert checked >= 10  # history, metrics, tails, the elo and training marts, runs, run_outcomes…
+
+
+def test_clustered_relations_hold_only_rows_of_a_run(manifest):
+    """A relation that documents run_hash is read for the changed runs without the `run_key is null` rows other
+    per-run relations keep (macros/changed_runs.sql): that is right only if it has none, which its not_null test on
+    run_key guarantees."""
+    relations = _relations(manifest)
+    clustered = sorted(name for name, node in relations.items() if "run_hash" in node["columns"])
+    assert "history" in clustered
+    not_null = {
+        (test.get("attached_node") or "").split(".")[-1]
+        for test in manifest["nodes"].values()
+        if test["resource_type"] == "test"
+        and (test.get("test_metadata") or {}).get("name") == "not_null"
+        and test.get("column_name") == "run_key"
+    }
+    assert [name for name in clustered if name not in not_null] == []
