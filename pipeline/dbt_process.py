@@ -2,7 +2,7 @@
 
 A child, not dbtRunner in the calling process: dbt-duckdb keeps its database open while any of its connections
 lives, and the calling process's own connections (read-only ones, or the checks' writer) must not meet a second
-configuration of the same file. Two costs of a child are avoidable, and at team scale they were a third of an
+configuration of the same file. Two costs of a child are avoidable, and at team scale they were a quarter of an
 incremental refresh (docs/scale.md): importing dbt (1.8 s on this machine) and the interpreter's teardown of dbt's
 objects after the work is done (0.9 s). So the child imports dbt as soon as it starts and then waits for its
 arguments on stdin — `grpolens refresh` starts it before it ingests, and the import overlaps the ingest and the
@@ -65,9 +65,10 @@ class DbtProcess:
         return self.proc.wait(), lines
 
     def close(self) -> None:
-        """End the child: one that never got its arguments is stopped (it has only been importing dbt); one that
-        ran has exited already."""
-        if not self.used:
+        """End the child. One that ran to its end has exited already; one that never got its arguments (it has only
+        been importing dbt), or whose run an error or Ctrl-C here cut short, is stopped: a build stopped anywhere
+        is completed by the next one (tests/test_incremental_build.py)."""
+        if self.proc.poll() is None:
             self.proc.kill()
         for stream in (self.proc.stdin, self.proc.stdout):
             if stream is not None and not stream.closed:

@@ -46,3 +46,20 @@ def test_bad_arguments_exit_2_and_say_why(home):
         code, lines = dbt.run(warehouse.dbt_args(home, "build", "--no-such-option"))
     assert code == 2
     assert any("No such option" in line and "--no-such-option" in line for line in lines), lines
+
+
+def test_a_run_cut_short_here_stops_the_child(home):
+    """An error (or Ctrl-C) in the caller while dbt runs must not leave dbt building behind its back."""
+
+    class Stop(Exception):
+        pass
+
+    def stop(line: str) -> None:
+        raise Stop(line)
+
+    try:
+        with DbtProcess(home) as dbt:
+            dbt.run(warehouse.dbt_args(home, "build"), echo=stop)
+    except Stop:
+        pass
+    assert dbt.proc.returncode == -signal.SIGKILL
