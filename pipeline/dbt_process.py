@@ -33,7 +33,8 @@ class DbtProcess:
         settings.export()  # GRPOLENS_HOME, memory limit and threads: profiles.yml reads them
         env = os.environ.copy()
         # dbt's thread pool leaves semaphores behind when the child skips the teardown; nothing to clean up
-        env["PYTHONWARNINGS"] = "ignore::UserWarning:multiprocessing.resource_tracker"
+        quiet = "ignore::UserWarning:multiprocessing.resource_tracker"
+        env["PYTHONWARNINGS"] = ",".join(filter(None, [env.get("PYTHONWARNINGS"), quiet]))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pipeline.dbt_process"],
             stdin=subprocess.PIPE,
