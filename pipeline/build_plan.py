@@ -211,16 +211,20 @@ def prepare(settings: Settings, full_refresh: bool = False) -> BuildPlan:
     write_json(settings.home / PENDING, asdict(build))
     con = warehouse.connect_write(settings) if settings.duckdb_path.exists() else _create(settings)
     try:
-        con.execute("begin")
-        con.execute(
-            f"create or replace table main.{CHANGED_RUNS_TABLE} as select run_key, {RUN_HASH}(run_key) as run_hash "
-            "from (select unnest($runs::varchar[]) as run_key)",
-            {"runs": build.changed_runs},
-        )
-        con.execute("commit")
+        write_changed_runs(con, f"main.{CHANGED_RUNS_TABLE}", build.changed_runs)  # one statement: atomic
     finally:
         con.close()
     return build
+
+
+def write_changed_runs(con, table: str, runs: list[str], temporary: bool = False) -> None:
+    """(Re)create ``table`` holding ``runs`` with their run_hash, as the dbt models and the checks read them."""
+    kind = "temp table" if temporary else "table"
+    con.execute(
+        f"create or replace {kind} {table} as select run_key, {RUN_HASH}(run_key) as run_hash "
+        "from (select unnest($runs::varchar[]) as run_key)",
+        {"runs": runs},
+    )
 
 
 def _create(settings: Settings):

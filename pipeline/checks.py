@@ -330,14 +330,10 @@ def _restrict_to_runs(con, runs: list[str]) -> None:
     marts' dataset hours): the rules then read only what changed, with their SQL untouched. A table with a
     run_hash column (stored ordered by it, every row a run's) is filtered on it too, so its other runs' row
     groups are skipped rather than read (macros/changed_runs.sql says why run_key alone cannot)."""
-    from pipeline.build_plan import RUN_HASH
+    from pipeline.build_plan import write_changed_runs
 
     database = con.execute("select current_database()").fetchone()[0]
-    con.execute(
-        f"create or replace temp table changed_runs as select run_key, {RUN_HASH}(run_key) as run_hash "
-        "from (select unnest($runs::varchar[]) as run_key)",
-        {"runs": runs},
-    )
+    write_changed_runs(con, "changed_runs", runs, temporary=True)
     columns: dict[str, set[str]] = {}
     for table, column in con.execute(
         "select table_name, column_name from information_schema.columns where table_catalog = current_database() "
