@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import subprocess
 from collections.abc import Callable
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -37,9 +36,10 @@ def generate(
     """Run `dbt docs generate` against the built warehouse and copy the site into ``<home>/docs``; returns it.
     ``progress`` hears what is being done, ``echo`` dbt's own output.
 
-    The arguments are run_dbt's (warehouse.dbt_command: same target and log paths); the output is read whole here
+    The arguments are run_dbt's (warehouse.dbt_args: same target and log paths); the output is read whole here
     because a failure is judged by the site files as well as the exit code."""
     from pipeline import warehouse
+    from pipeline.dbt_process import DbtProcess
 
     if not settings.duckdb_path.exists():
         raise DocsUnavailable(
@@ -49,22 +49,21 @@ def generate(
     warehouse.wait_for_write_lock(settings)  # dbt opens the database to read the catalog: a held lock is one line
     if progress:
         progress("generating the dbt docs …")
-    settings.export()
     target = settings.home / "dbt_target"
-    args = warehouse.dbt_command(settings, "docs", "generate")
-    proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=os.environ.copy())
-    lines = [strip_ansi(line) for line in proc.stdout.splitlines()]
+    with DbtProcess(settings) as dbt:
+        code, output = dbt.run(warehouse.dbt_args(settings, "docs", "generate"))
+    lines = [strip_ansi(line) for line in output]
     if echo:
         for line in lines:
             echo(line)
     missing = [name for name in SITE_FILES if not (target / name).exists()]
-    if proc.returncode != 0 or missing:
+    if code != 0 or missing:
         text = "\n".join(lines)
         problem = warehouse.os_error_in(text)
         if problem is not None:
             raise problem
         last = next((line for line in reversed(lines) if line.strip()), "no output")
-        raise DocsUnavailable(f"dbt docs generate failed (exit {proc.returncode}): {last.strip()}")
+        raise DocsUnavailable(f"dbt docs generate failed (exit {code}): {last.strip()}")
     out = site_dir(settings)
     out.mkdir(parents=True, exist_ok=True)
     for name in SITE_FILES:

@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import re
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,9 +22,9 @@ from typing import NoReturn
 from pipeline.dbt_groups import GroupProgress
 from pipeline.dbt_process import DbtProcess
 from pipeline.settings import DBT_MANIFEST, DBT_PROJECT_DIR, SQL_DIR, Settings
+from pipeline.terminal import strip_ansi
 
 _LOCKED = re.compile(r"(could not set lock|conflicting lock)", re.I)
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # What DuckDB says when the file is not a database, or a damaged one (cut short, overwritten, bad checksums).
 _DAMAGED = re.compile(
     r"not a valid DuckDB database|Could not read enough bytes|Corrupt database|checksum"
@@ -222,19 +221,9 @@ def wait_for_write_lock(settings: Settings, retries: int = 5, wait: float = 0.5)
         _connect(settings, False, retries, wait).close()
 
 
-def dbt_executable() -> str:
-    beside = Path(sys.executable).with_name("dbt")
-    return str(beside) if beside.exists() else "dbt"
-
-
-def dbt_command(settings: Settings, *command: str) -> list[str]:
-    """dbt ``command`` (one or two words: ``build``, ``docs generate``) on this project, with this home's target and
-    log paths; the dbt executable first."""
-    return [dbt_executable(), *dbt_args(settings, *command)]
-
-
 def dbt_args(settings: Settings, *command: str) -> list[str]:
-    """dbt_command without the executable: the arguments a DbtProcess takes."""
+    """dbt ``command`` (one or two words: ``build``, ``docs generate``) on this project, with this home's target and
+    log paths: the arguments a DbtProcess takes."""
     return [
         *command,
         "--project-dir",
@@ -265,15 +254,14 @@ def run_dbt(
 
     def heard(line: str) -> None:
         nonlocal tail, os_failure
-        line = _ANSI.sub("", line.rstrip())
+        line = strip_ansi(line.rstrip())
         tail = (tail + [line])[-40:]
         os_failure = os_failure or os_error_in(line)
         if echo:
             echo(line)
 
-    with contextlib.ExitStack() as stack:
-        if dbt is None:
-            dbt = stack.enter_context(DbtProcess(settings))
+    dbt = dbt or DbtProcess(settings)
+    with dbt:  # it runs dbt once: closed here, whoever started it
         code, _ = dbt.run(dbt_args(settings, command, *extra), echo=heard)
     try:
         with open(results, encoding="utf-8") as fh:
