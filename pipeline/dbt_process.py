@@ -10,7 +10,8 @@ build plan — and it leaves with ``os._exit`` once dbt has closed the database,
 
 Run as ``python -m pipeline.dbt_process``; it reads one JSON list of dbt arguments (``["build", "--select", …]``)
 and exits with dbt's own codes: 0 success, 1 a node failed, 2 dbt could not run. An empty stdin (a caller
-that died) makes it exit 0 without running anything.
+that died) makes it exit 0 without running anything. The Dagster dbt asset runs dbt through dagster-dbt, which
+starts its executable itself: ``grpolens-dbt`` (``cli`` below) is that executable, with the same exit.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from importlib.metadata import version
+from typing import NoReturn
 
 from pipeline.settings import Settings
 
@@ -84,19 +87,17 @@ class DbtProcess:
         self.close()
 
 
-def _main() -> None:
+def _invoke(args: list[str]) -> NoReturn:
+    """Run dbt with ``args`` in this process, then leave without the interpreter's teardown."""
     import logging
     import traceback
 
     from dbt.adapters.duckdb.connections import DuckDBConnectionManager  # dbt would import it on its way
     from dbt.cli.exceptions import DbtUsageException
-    from dbt.cli.main import dbtRunner  # the slow part, done while the caller still ingests
+    from dbt.cli.main import dbtRunner
 
-    line = sys.stdin.readline()
-    if not line.strip():
-        os._exit(0)
     try:
-        result = dbtRunner().invoke(json.loads(line))
+        result = dbtRunner().invoke(args)
         code = 0 if result.success else (2 if result.exception is not None else 1)
         if isinstance(result.exception, DbtUsageException):  # dbt has said every other error itself
             print(f"Usage error: {result.exception}", flush=True)
@@ -110,6 +111,26 @@ def _main() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # skip the teardown: dbt has closed the database and written its artifacts
+
+
+def _main() -> None:
+    import dbt.cli.main  # noqa: F401  # the slow part, done while the caller still ingests
+
+    line = sys.stdin.readline()
+    if not line.strip():
+        os._exit(0)
+    _invoke(json.loads(line))
+
+
+def cli() -> None:
+    """``grpolens-dbt``: dbt's command line with the same exit, the executable of the Dagster dbt resource
+    (dagster-dbt starts it with the arguments and reads its JSON log). ``--version``, which dagster-dbt asks before
+    every invocation, is answered from the installed package, without importing dbt (1.9 s)."""
+    args = sys.argv[1:]
+    if args == ["--version"]:
+        print(f"Core:\n  - installed: {version('dbt-core')}")
+        return
+    _invoke(args)
 
 
 if __name__ == "__main__":
