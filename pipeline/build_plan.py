@@ -42,7 +42,7 @@ class BuildPlan:
     full: bool
     reason: str
     changed_runs: list[str]
-    parts: dict[str, list]  # path -> [size, mtime_ns, run_keys]: the lake this build sees
+    parts: dict[str, list]  # lake path -> [size, mtime_ns, run_keys]: the lake this build sees
     dbt_digest: str
     changed_sources: list[str] = field(default_factory=list)  # dbt sources (lake.<source>_<table>) with changes
 
@@ -73,7 +73,8 @@ def dbt_digest() -> str:
 
 
 def lake_parts(settings: Settings) -> dict[str, tuple[int, int]]:
-    """Every committed part of the lake tables, with its size and mtime (ns)."""
+    """Every committed part of the lake tables, with its size and mtime (ns), by its path in the lake
+    (``history/source=…/part-….parquet``): a home copied, moved or reached through a symlink is the same lake."""
     found = {}
     for table in RUN_TABLES + OTHER_TABLES:
         for path in (settings.lake / table).glob("source=*/part-*.parquet"):
@@ -81,30 +82,31 @@ def lake_parts(settings: Settings) -> dict[str, tuple[int, int]]:
                 stat = path.stat()
             except FileNotFoundError:  # removed while listing
                 continue
-            found[str(path)] = (stat.st_size, stat.st_mtime_ns)
+            found[path.relative_to(settings.lake).as_posix()] = (stat.st_size, stat.st_mtime_ns)
     return found
 
 
-def _runs_in(paths: list[str]) -> dict[str, list[str]]:
+def _runs_in(lake: Path, parts: list[str]) -> dict[str, list[str]]:
     """The run_keys each part holds (reads only the run_key column; row-group statistics do the rest)."""
     import duckdb
 
-    held: dict[str, list[str]] = {path: [] for path in paths}
-    if not paths:
+    held: dict[str, list[str]] = {part: [] for part in parts}
+    if not parts:
         return held
+    of_file = {str(lake / part): part for part in parts}
     con = duckdb.connect()
     try:
         rows = con.execute(
             "select distinct filename, run_key from read_parquet($paths, filename = true, "
             "union_by_name = true, hive_partitioning = false)",
-            {"paths": paths},
+            {"paths": list(of_file)},
         ).fetchall()
     finally:
         con.close()
     for filename, run_key in rows:
         if run_key is not None:
-            held.setdefault(filename, []).append(run_key)
-    return {path: sorted(keys) for path, keys in held.items()}
+            held[of_file[filename]].append(run_key)
+    return {part: sorted(keys) for part, keys in held.items()}
 
 
 def load_record(settings: Settings, name: str = RECORD) -> dict | None:
@@ -162,7 +164,7 @@ def plan(settings: Settings, full_refresh: bool = False) -> BuildPlan:
     }
     new = sorted(set(current) - set(unchanged))
     read: dict[str, list[str]] = {path: [] for path in new} | _runs_in(
-        [path for path in new if _table_of(path) in RUN_TABLES]
+        settings.lake, [path for path in new if _table_of(path) in RUN_TABLES]
     )
     parts = {**unchanged, **{path: [*current[path], read[path]] for path in read}}
     reason = (
@@ -193,12 +195,12 @@ def plan(settings: Settings, full_refresh: bool = False) -> BuildPlan:
 
 
 def _table_of(path: str) -> str:
-    """lake/<table>/source=<source>/part-….parquet → <table>"""
+    """<table>/source=<source>/part-….parquet → <table>"""
     return Path(path).parent.parent.name
 
 
 def _source_of(path: str) -> str:
-    """The dbt source table a part belongs to: lake/history/source=trainer_log/… → trainer_log_history"""
+    """The dbt source table a part belongs to: history/source=trainer_log/… → trainer_log_history"""
     return f"{Path(path).parent.name.removeprefix('source=')}_{_table_of(path)}"
 
 

@@ -269,6 +269,10 @@ def test_nothing_changed_plans_nothing_and_full_refresh_rebuilds_everything(tmp_
     assert set(warehouse.build(settings)) == {"seconds"} and not results.exists()  # dbt was not started
     forced = build_plan.plan(settings, full_refresh=True)
     assert forced.full and len(forced.changed_runs) == 3
+    # The same home copied elsewhere (a backup restored, a volume mounted at another path) is the same lake
+    moved = Settings(home=tmp_path / "elsewhere" / "home", trainer_logs=(logs.parent,))
+    shutil.copytree(settings.home, moved.home)
+    assert build_plan.plan(moved).changed_runs == [] and build_plan.plan(moved).selection() == []
     # A table dropped by hand, then the whole warehouse: the next build is full whatever the record says (an
     # incremental one builds only what changed and would leave them missing).
     con = warehouse.connect_write(settings)
