@@ -51,7 +51,7 @@ class DbtResource(DbtCliResource):
     fetch_column_metadata(), which the dbt asset does not call (pipeline/assets/dbt.py says why); dagster-dbt
     carries on without one, as it does when setting one up fails."""
 
-    def _initialize_dbt_core_adapter(self, args: Sequence[str]) -> None:
+    def _initialize_dbt_core_adapter(self, args: Sequence[str]) -> None:  # type: ignore[override]  # None: no adapter
         return None
 
 
@@ -60,7 +60,7 @@ def dbt_resource() -> DbtResource:
     # answers dagster-dbt's `--version` without importing dbt and exits without the teardown (pipeline/dbt_process.py).
     beside = next((p for p in (Path(sys.executable).with_name(n) for n in ("grpolens-dbt", "dbt")) if p.exists()), None)
     return DbtResource(
-        project_dir=dbt_project,
+        project_dir=dbt_project,  # type: ignore[arg-type]  # a DbtProject, as DbtCliResource.__init__ takes
         profiles_dir=str(dbt_project.project_dir),
         dbt_executable=str(beside) if beside else "dbt",
     )

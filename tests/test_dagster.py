@@ -4,6 +4,7 @@ with row counts, column types and flag tables by run name, and a sensor that see
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 
@@ -187,6 +188,41 @@ def test_refresh_materializes_everything_and_reports(refreshed):
         assert con.sql("select count(distinct metric) from metrics").fetchone()[0] >= 15
     finally:
         con.close()
+
+
+@pytest.mark.slow  # two more refresh jobs, ~20 s
+def test_a_refresh_with_nothing_new_builds_nothing_and_one_with_new_data_builds_it(refreshed, tmp_path):
+    """A scheduled refresh that finds nothing new runs no dbt build and skips what comes after it (checks, reports);
+    one that finds a new run builds it, incrementally."""
+    home, _, _ = refreshed
+    copy = tmp_path / "home"
+    shutil.copytree(home, copy)
+
+    def refresh(trainer_logs: str) -> tuple[dg.ExecuteInProcessResult, str]:
+        resource = GrpolensResource(home=str(copy), wandb_dirs=str(LENGTH_COLLAPSE), trainer_logs=trainer_logs)
+        instance = dg.DagsterInstance.ephemeral()
+        result = defs.resolve_job_def("refresh").execute_in_process(
+            resources={"grpolens": resource, "dbt": dbt_resource()}, instance=instance
+        )
+        return result, "\n".join(entry.user_message for entry in instance.all_logs(result.run_id))
+
+    def materialized(result) -> set[str]:
+        return {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+
+    idle, said = refresh(str(CONSOLE_LOG))
+    assert idle.success
+    assert not materialized(idle) & {"history", "metrics", "anomalies", "run_reports"}
+    skipped = {e.step_key for e in idle.all_events if e.event_type_value == "STEP_SKIPPED"}
+    assert {"anomalies", "run_reports"} <= skipped
+    assert "the lake has not changed since the last build" in said
+
+    logs = tmp_path / "logs" / "newproj"
+    logs.mkdir(parents=True)
+    (logs / "run.jsonl").write_text("".join(f'{{"step": {s}, "reward": {s / 10}}}\n' for s in range(30)))
+    grown, said = refresh(os.pathsep.join([str(CONSOLE_LOG), str(logs.parent)]))
+    assert grown.success
+    assert {"history", "metrics", "anomalies", "run_reports"} <= materialized(grown)
+    assert "incremental build: 1 run(s) changed" in said
 
 
 def test_every_table_asset_carries_its_row_count_columns_and_first_rows(refreshed):
