@@ -3,7 +3,8 @@ trainer-log source and the real `grpolens` command: a first (full) refresh, refr
 (the median of three, with the seconds dbt took), a no-op refresh, `grpolens check` reading a current table and
 re-checking every run (thresholds changed), and `grpolens build --full-refresh`, each with the peak RSS of the
 command and its children (dbt). Two sizes show how the cost grows: with what exists for a full build, with what
-changed for an incremental one."""
+changed for an incremental one. Then the Dagster refresh job, as a schedule runs it (`dagster job execute`): once to
+draw every run's report (not measured), and once after ~1 % more values, with the seconds of each of its steps."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import time
 from pathlib import Path
 
 from benchmarks.scale_data import grow, write_set
+from pipeline.resources import dagster_home
+from pipeline.settings import Settings
 
 OUT = Path(__file__).resolve().parent / "out"
 # (label, runs, steps, metrics): 1e7 and 3e7 values
@@ -39,16 +42,27 @@ def say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def measured(args: list[str], env: dict) -> dict:
-    exe = str(Path(sys.executable).with_name("grpolens"))
+def measured(args: list[str], env: dict, command: str = "grpolens", keep: int = 1500) -> dict:
+    exe = str(Path(sys.executable).with_name(command))
     proc = subprocess.run([sys.executable, "-c", _MEASURE, exe, *args], env=env, capture_output=True, text=True)
     line = next((text for text in proc.stdout.splitlines() if text.startswith("MEASURE ")), None)
     if line is None:
-        raise SystemExit(f"grpolens {' '.join(args)} could not be measured:\n{proc.stderr[-2000:]}")
+        raise SystemExit(f"{command} {' '.join(args)} could not be measured:\n{proc.stderr[-2000:]}")
     code, wall, peak = line.split()[1:]
     if int(code) not in (0, 2):
-        raise SystemExit(f"grpolens {' '.join(args)} failed ({code}):\n{proc.stderr[-3000:]}")
-    return {"s": float(wall), "peak_gib": int(peak) / 2**20, "output": proc.stderr[-1500:]}
+        raise SystemExit(f"{command} {' '.join(args)} failed ({code}):\n{proc.stderr[-3000:]}")
+    return {"s": float(wall), "peak_gib": int(peak) / 2**20, "output": proc.stderr[-keep:]}
+
+
+def dagster_refresh(env: dict) -> dict:
+    """The Dagster refresh job through Dagster's own command, with the seconds of each step (from its log)."""
+    step = measured(["job", "execute", "-m", "pipeline.definitions", "-j", "refresh"], env, "dagster", keep=10**7)
+    found = re.findall(r'Finished execution of step "(\w+)" in ([0-9.]+)(ms|s)', step["output"])
+    step["steps"] = {name: float(value) / (1000 if unit == "ms" else 1) for name, value, unit in found}
+    if "run_reports" not in step["steps"]:
+        raise SystemExit(f"the Dagster refresh job did not run its reports:\n{step['output'][-3000:]}")
+    step["output"] = step["output"][-1500:]
+    return step
 
 
 def bench_size(label: str, runs: int, steps: int, metrics: int) -> dict:
@@ -84,6 +98,12 @@ def bench_size(label: str, runs: int, steps: int, metrics: int) -> dict:
     result["incremental"] = sorted(steps, key=lambda s: s["s"])[len(steps) // 2]  # the median run
     say(f"  {label}: `grpolens build --full-refresh`")
     result["rebuild"] = measured(["build", "--full-refresh"], env)
+    dagster_env = {**env, "DAGSTER_HOME": str(dagster_home(Settings(home=home)))}
+    say(f"  {label}: the Dagster refresh job (every report drawn: not measured)")
+    dagster_refresh(dagster_env)
+    grow(data)
+    say(f"  {label}: the Dagster refresh job after ~1 % more values")
+    result["dagster_incremental"] = dagster_refresh(dagster_env)
     result["disk_gib"] = sum(p.stat().st_size for p in home.rglob("*") if p.is_file()) / 2**30
     shutil.rmtree(home, ignore_errors=True)
     return result
@@ -125,6 +145,12 @@ def print_scale(results: list[dict]) -> None:
             f"{r['check']['s']:>7.2f}s{r['recheck']['s']:>8.2f}s{cell(r['rebuild']):>18}{r['disk_gib']:>6.2f}GiB"
         )
         print(f"   {'':<8}+1% refreshes: " + ", ".join(f"{s['s']:.1f}s" for s in r["increments"]))
+        if dagster := r.get("dagster_incremental"):
+            steps = sorted(dagster["steps"].items(), key=lambda item: -item[1])
+            print(
+                f"   {'':<8}Dagster refresh job after +1%: {dagster['s']:.1f}s, {dagster['peak_gib']:.2f}GiB; steps: "
+                + ", ".join(f"{name} {seconds:.1f}s" for name, seconds in steps if seconds >= 0.1)
+            )
     if len(results) > 1:
         a, b = results[0], results[-1]
         grown = b["values"] / a["values"]
