@@ -113,9 +113,17 @@ def load_record(settings: Settings, name: str = RECORD) -> dict | None:
     try:
         with open(settings.home / name, encoding="utf-8") as fh:
             record = json.load(fh)
-        return record if isinstance(record, dict) and isinstance(record.get("parts"), dict) else None
     except (OSError, ValueError):  # none yet, or cut short: a full build rewrites it
         return None
+    if not isinstance(record, dict) or not isinstance(record.get("parts"), dict):
+        return None
+    # a record written before parts were named by their lake path (<home>/lake/<table>/source=…/part-…)
+    record["parts"] = {_in_lake(path): entry for path, entry in record["parts"].items()}
+    return record
+
+
+def _in_lake(path: str) -> str:
+    return "/".join(Path(path).parts[-3:]) if os.path.isabs(path) else path
 
 
 def _relations() -> tuple[str, ...]:

@@ -273,6 +273,11 @@ def test_nothing_changed_plans_nothing_and_full_refresh_rebuilds_everything(tmp_
     moved = Settings(home=tmp_path / "elsewhere" / "home", trainer_logs=(logs.parent,))
     shutil.copytree(settings.home, moved.home)
     assert build_plan.plan(moved).changed_runs == [] and build_plan.plan(moved).selection() == []
+    # ... and a record from before parts were named by their path in the lake (absolute paths) still holds
+    record = json.loads((moved.home / build_plan.RECORD).read_text())
+    record["parts"] = {str(settings.lake / part): entry for part, entry in record["parts"].items()}
+    (moved.home / build_plan.RECORD).write_text(json.dumps(record))
+    assert build_plan.plan(moved).changed_runs == [] and build_plan.plan(moved).selection() == []
     # A table dropped by hand, then the whole warehouse: the next build is full whatever the record says (an
     # incremental one builds only what changed and would leave them missing).
     con = warehouse.connect_write(settings)
