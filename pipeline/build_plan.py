@@ -58,10 +58,18 @@ class BuildPlan:
 
 
 def files_digest(base: Path) -> str:
-    """The SQL, YAML and CSV files under ``base`` (names and bytes; dbt's target folder left out)."""
+    """The SQL, YAML and CSV files under ``base`` (names and bytes), leaving out dbt's target folder and hidden
+    files: dbt writes its user id to ``.user.yml`` beside profiles.yml when something runs it with usage statistics
+    on, which is no change of the project."""
     digest = hashlib.sha256()
     for path in sorted(base.rglob("*")):
-        if path.is_file() and path.suffix in {".sql", ".yml", ".csv"} and "target" not in path.parts:
+        inside = path.relative_to(base).parts
+        if (
+            path.is_file()
+            and path.suffix in {".sql", ".yml", ".csv"}
+            and "target" not in inside
+            and not any(part.startswith(".") for part in inside)
+        ):
             digest.update(str(path.relative_to(base)).encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()

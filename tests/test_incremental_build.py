@@ -289,6 +289,21 @@ def test_nothing_changed_plans_nothing_and_full_refresh_rebuilds_everything(tmp_
     assert build_plan.plan(settings).full
 
 
+def test_the_project_digest_changes_with_the_project_only(tmp_path):
+    """A changed model rebuilds everything; dbt's user id (.user.yml, written beside profiles.yml when something
+    runs dbt with usage statistics on) and its target folder are no change of the project."""
+    project = tmp_path / "target" / "project"  # a checkout under a folder named like dbt's
+    (project / "models").mkdir(parents=True)
+    (project / "models" / "a.sql").write_text("select 1 as x")
+    before = build_plan.files_digest(project)
+    (project / ".user.yml").write_text("id: 5b0c")
+    (project / "target").mkdir()
+    (project / "target" / "a.sql").write_text("select 2 as x")
+    assert build_plan.files_digest(project) == before
+    (project / "models" / "a.sql").write_text("select 2 as x")
+    assert build_plan.files_digest(project) != before
+
+
 def test_a_run_key_no_sql_literal_can_hold_is_read_through_the_semi_join(tmp_path, logs):
     """A run_key with a NUL character (a damaged or hostile file's run id) cannot be pasted into the per-run lake
     scans: history falls back to the semi-join, and the build goes on."""
