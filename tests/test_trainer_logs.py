@@ -12,6 +12,8 @@ import json
 import math
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -64,6 +66,19 @@ def same(lake_value: float | None, expected) -> bool:
 
 
 # --------------------------------------------------------------------------------------------- real files
+
+
+def test_a_refresh_of_trainer_logs_does_not_load_wandb(tmp_path):
+    """wandb's import (0.8 s) was most of a no-op refresh of trainer logs: only the W&B sources load it."""
+    code = (
+        "import sys; from pathlib import Path; from pipeline.ingest import SOURCES, ingest; "
+        "from pipeline.settings import Settings; "
+        f"said = ingest(Settings(home=Path({str(tmp_path / 'home')!r}), trainer_logs=(Path({str(UNSLOTH)!r}),))); "
+        "wandb = sorted(m for m in sys.modules if m.split('.')[0] == 'wandb'); "
+        "print(said['trainer_log'].values, said['wandb_offline'], wandb)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert int(out[0]) > 100 and out[1:] == ["None", "[]"], out  # read the run; skipped W&B; never imported wandb
 
 
 def test_everything_under_real_runs_ingests_then_nothing_new_costs_nothing(tmp_path):

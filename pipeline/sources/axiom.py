@@ -63,7 +63,7 @@ from pipeline.sources.event_rows import (
     format_time_ns,
     parse_time_ns,
 )
-from pipeline.sources.wandb_offline import FileIssue, IngestReport
+from pipeline.sources.files import FileIssue, IngestReport
 
 __all__ = [
     "USER_AGENT",

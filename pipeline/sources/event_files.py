@@ -52,9 +52,8 @@ from pipeline.sources.event_rows import (
 )
 from pipeline.sources.event_rows import content_id as content_id  # re-exported: callers use event_files.content_id
 from pipeline.sources.event_rows import format_time_ns as format_time_ns
-from pipeline.sources.files import FileIssue, failed_file
+from pipeline.sources.files import FileIssue, IngestReport, failed_file
 from pipeline.sources.trainer_log_lines import complete_lines
-from pipeline.sources.wandb_offline import IngestReport
 from pipeline.values import loads_checked
 
 SOURCE = "event_files"

@@ -17,7 +17,7 @@ import hashlib
 import os
 import stat
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -43,6 +43,35 @@ class FileIssue:
             self.message = redact_text(self.message)
         if type(self.path) is str:
             self.path = redact_text(self.path)
+
+
+@dataclass
+class IngestReport:
+    """What one ingest of a source did; each source words its own lines (this one is the W&B offline reader's).
+    Here, not in that reader, so that a source can report without importing wandb (0.8 s)."""
+
+    files_seen: int = 0
+    files_read: int = 0
+    records: int = 0
+    values: int = 0
+    runs_touched: list[str] = field(default_factory=list)
+    issues: list[FileIssue] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    ingest_id: int | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.ingest_id is not None
+
+    def lines(self) -> list[str]:
+        out = [
+            f"wandb offline: {self.files_seen} run files, {self.files_read} read, {self.records} records, "
+            f"{self.values} values, {len(self.runs_touched)} runs updated in {self.seconds:.2f}s"
+        ]
+        out += [f"  note: {n}" for n in self.notes]
+        out += [f"  skipped: {i.path} @ byte {i.offset}: {i.kind}: {i.message}" for i in self.issues]
+        return out
 
 
 def failed_file(path: Path | str, exc: Exception) -> FileIssue:

@@ -60,8 +60,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import lake
+from pipeline.secrets import redact
 from pipeline.sources import files
-from pipeline.sources.files import FileIssue, failed_file
+from pipeline.sources.files import FileIssue, IngestReport, failed_file
 from pipeline.sources.trainer_log_lines import (
     BadLine,
     complete_lines,
@@ -80,8 +81,6 @@ from pipeline.sources.trainer_log_runs import (
     run_id_for,
     run_key_for,
 )
-from pipeline.sources.wandb_offline import IngestReport
-from pipeline.sources.wandb_records import redact_secrets
 from pipeline.values import (
     MAX_DEPTH,
     depth,
@@ -380,7 +379,7 @@ class TrainerLogIngest:
                 )
                 continue
             config[key] = value
-        info.config = finite(redact_secrets(config))
+        info.config = finite(redact(config))
         info.state = "finished" if _finished(doc) else "running"
         if previous_last is not None and (info.last_step is None or info.last_step < previous_last):
             self.report.notes.append(

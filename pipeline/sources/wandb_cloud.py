@@ -38,6 +38,7 @@ from typing import Any
 
 from pipeline import lake
 from pipeline.secrets import redact, redact_name
+from pipeline.sources.files import FileIssue, IngestReport
 from pipeline.sources.wandb_cloud_client import (
     _AUTH_TEXT,
     AuthRefused,
@@ -53,8 +54,6 @@ from pipeline.sources.wandb_cloud_client import (
     run_signature,
     scrub_secret,
 )
-from pipeline.sources.wandb_offline import FileIssue, IngestReport
-from pipeline.sources.wandb_records import redact_secrets
 from pipeline.values import json_text
 
 __all__ = [
@@ -434,8 +433,8 @@ class CloudIngest:
             "sweep_id": sweep,
             "created_at": _micros(parse_time(attrs.get("createdAt"))),
             "heartbeat_at": _micros(parse_time(attrs.get("heartbeatAt"))),
-            "config": json_text(redact_secrets(dict(run.config))),  # json_text writes NaN/inf as W&B shows them
-            "summary": json_text(redact_secrets(dict(run.summary_metrics))),
+            "config": json_text(redact(dict(run.config))),  # json_text writes NaN/inf as W&B shows them
+            "summary": json_text(redact(dict(run.summary_metrics))),
             "last_step": top,
             "history_rows": line_count,
             "wandb_version": None,

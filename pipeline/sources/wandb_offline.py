@@ -21,7 +21,6 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from wandb.proto import wandb_internal_pb2 as _pb
 
 from pipeline import lake
 from pipeline.sources import files, wandb_log
-from pipeline.sources.files import FileIssue, failed_file
+from pipeline.sources.files import FileIssue, IngestReport, failed_file
 from pipeline.sources.wandb_records import RunMeta, SummaryUpdates, decode_history, peek_kind, timestamp_us
 from pipeline.values import json_text
 
@@ -39,32 +38,6 @@ SOURCE = "wandb_offline"
 RUN_FILE = re.compile(r"^run-.*\.wandb$")
 _FOLDER_TIME = re.compile(r"(\d{8}_\d{6})")
 QUIET_S = 30 * 60  # a run file untouched this long is finished (see OfflineIngest._quiet)
-
-
-@dataclass
-class IngestReport:
-    files_seen: int = 0
-    files_read: int = 0
-    records: int = 0
-    values: int = 0
-    runs_touched: list[str] = field(default_factory=list)
-    issues: list[FileIssue] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-    ingest_id: int | None = None
-
-    @property
-    def changed(self) -> bool:
-        return self.ingest_id is not None
-
-    def lines(self) -> list[str]:
-        out = [
-            f"wandb offline: {self.files_seen} run files, {self.files_read} read, {self.records} records, "
-            f"{self.values} values, {len(self.runs_touched)} runs updated in {self.seconds:.2f}s"
-        ]
-        out += [f"  note: {n}" for n in self.notes]
-        out += [f"  skipped: {i.path} @ byte {i.offset}: {i.kind}: {i.message}" for i in self.issues]
-        return out
 
 
 def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None) -> list[Path]:

@@ -125,11 +125,6 @@ def _set_path(obj: dict, path: tuple, value: Any) -> None:
     obj[path[-1]] = value
 
 
-def redact_secrets(value: Any) -> Any:
-    """Config and summary may carry API keys; none of them may reach the lake (the rule: pipeline.secrets)."""
-    return redact(value)
-
-
 def _clean(path: tuple[str, ...], text: str) -> Any:
     """A config or summary value as stored: decoded, secrets redacted (by a key on its path, keys inside it, or
     what its strings look like)."""
