@@ -99,13 +99,13 @@ def bench_size(label: str, runs: int, steps: int, metrics: int) -> dict:
     result["incremental"] = sorted(steps, key=lambda s: s["s"])[len(steps) // 2]  # the median run
     say(f"  {label}: `grpolens build --full-refresh`")
     result["rebuild"] = measured(["build", "--full-refresh"], env)
+    result["disk_gib"] = sum(p.stat().st_size for p in home.rglob("*") if p.is_file()) / 2**30  # lake + warehouse
     say(f"  {label}: every run's report (not measured), as a first Dagster refresh would draw them")
     batch.write_reports(Settings(home=home))
     dagster_env = {**env, "DAGSTER_HOME": str(dagster_home(Settings(home=home)))}
     grow(data)
     say(f"  {label}: the Dagster refresh job after ~1 % more values")
     result["dagster_incremental"] = dagster_refresh(dagster_env)
-    result["disk_gib"] = sum(p.stat().st_size for p in home.rglob("*") if p.is_file()) / 2**30
     shutil.rmtree(home, ignore_errors=True)
     return result
 
