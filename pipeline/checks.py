@@ -366,43 +366,75 @@ def check_warehouse(settings, run_key: str | None = None, persist: bool = True) 
 
     checks = load_checks()
     overrides = check_overrides(settings, checks)
-    digest = checks_digest(checks, overrides)
-    record = build_plan.load_record(settings)
-    versions, events = build_plan.run_versions(record), build_plan.other_parts_version(record)
-    state = _checked_state(settings)
     con = warehouse.connect_readonly(settings)
     try:
-        has_table = bool(
-            con.execute(
-                "select count(*) from information_schema.tables where table_catalog = "
-                "current_database() and table_name = 'anomalies'"
-            ).fetchone()[0]
-        )
-        whole = not versions or state.get("digest") != digest or not has_table
-        known = state.get("versions", {}) if not whole else {}
-        redo = sorted(run for run, version in versions.items() if known.get(run) != version)
-        gone = sorted(set(known) - set(versions))
-        if not whole and not redo and not gone and state.get("events") == events:  # the table is the answer
-            errors = state.get("errors", {})
+        todo = _to_check(settings, con, checks, overrides)
+        if todo.current:  # the table is the answer
+            errors = todo.state.get("errors", {})
             return _stored_outcomes(con, [CheckOutcome(c, error=errors.get(c.name)) for c in checks], run_key)
         if not persist:
             return run_checks(con, checks, overrides, run_key, runs=None if run_key is None else [run_key])
-        outcomes = run_checks(con, checks, overrides, runs=None if whole else redo)
+        outcomes = run_checks(con, checks, overrides, runs=None if todo.whole else todo.redo)
     finally:
         con.close()
     con = warehouse.connect_write(settings)
     try:
-        if whole:
+        if todo.whole:
             write_anomalies(con, outcomes)
         else:
-            _replace_runs(con, outcomes, redo + gone)
+            _replace_runs(con, outcomes, todo.redo + todo.gone)
         outcomes = _stored_outcomes(con, outcomes, run_key)
     finally:
         con.close()
     errors = {o.check.name: o.error for o in outcomes if o.error}
-    state = {"digest": digest, "versions": versions, "events": events, "errors": errors}
+    state = {"digest": todo.digest, "versions": todo.versions, "events": todo.events, "errors": errors}
     build_plan.write_json(settings.home / CHECKED, state)
     return outcomes
+
+
+@dataclass
+class ToCheck:
+    """How far the anomalies table is behind the warehouse: every run (``whole``: no table yet, or the rules,
+    detectors or thresholds changed), else the runs to check again and the runs that are gone."""
+
+    digest: str  # of the rules and thresholds
+    versions: dict[str, Any]  # run_key -> its lake parts, as the last complete build saw them
+    events: Any  # the event parts, likewise
+    state: dict  # what the table reflects (CHECKED)
+    whole: bool
+    redo: list[str]
+    gone: list[str]
+
+    @property
+    def current(self) -> bool:
+        return not self.whole and not self.redo and not self.gone and self.state.get("events") == self.events
+
+
+def _to_check(settings, con, checks: list[Check], overrides: dict[str, dict]) -> ToCheck:
+    from pipeline import build_plan
+
+    digest = checks_digest(checks, overrides)
+    record = build_plan.load_record(settings)
+    versions, events = build_plan.run_versions(record), build_plan.other_parts_version(record)
+    state = _checked_state(settings)
+    has_table = bool(
+        con.execute(
+            "select count(*) from information_schema.tables where table_catalog = "
+            "current_database() and table_name = 'anomalies'"
+        ).fetchone()[0]
+    )
+    whole = not versions or state.get("digest") != digest or not has_table
+    known = state.get("versions", {}) if not whole else {}
+    redo = sorted(run for run, version in versions.items() if known.get(run) != version)
+    gone = sorted(set(known) - set(versions))
+    return ToCheck(digest, versions, events, state, whole, redo, gone)
+
+
+def anomalies_current(settings, con) -> bool:
+    """Whether the anomalies table reflects the warehouse as built now (``con``: open on it, read-only is enough),
+    with today's rules and thresholds: then checking would change nothing."""
+    checks = load_checks()
+    return _to_check(settings, con, checks, check_overrides(settings, checks)).current
 
 
 def _checked_state(settings) -> dict:

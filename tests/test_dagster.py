@@ -18,7 +18,7 @@ from pipeline.resources import GrpolensResource, dbt_resource
 from pipeline.sensors import FILE_SENSORS
 from pipeline.settings import Settings
 from pipeline.sources import wandb_offline
-from tests.conftest import LENGTH_COLLAPSE, PLANTED, plant_flag
+from tests.conftest import LENGTH_COLLAPSE, PLANTED, grpolens, plant_flag
 
 # The same real run as its verl console log: a second run with the same collapse, so a check flags two runs.
 CONSOLE_LOG = LENGTH_COLLAPSE / "run-20251130_144822-gjvwlq13" / "files" / "output.log"
@@ -190,10 +190,11 @@ def test_refresh_materializes_everything_and_reports(refreshed):
         con.close()
 
 
-@pytest.mark.slow  # two more refresh jobs, ~20 s
+@pytest.mark.slow  # three more refresh jobs and a `grpolens refresh`, ~40 s
 def test_a_refresh_with_nothing_new_builds_nothing_and_one_with_new_data_builds_it(refreshed, tmp_path):
     """A scheduled refresh that finds nothing new runs no dbt build and skips what comes after it (checks, reports);
-    one that finds a new run builds it, incrementally."""
+    one that finds a new run builds it, incrementally. After `grpolens refresh` took in a run (it draws no
+    report), a refresh with nothing new still draws that run's report."""
     home, _, _ = refreshed
     copy = tmp_path / "home"
     shutil.copytree(home, copy)
@@ -223,6 +224,18 @@ def test_a_refresh_with_nothing_new_builds_nothing_and_one_with_new_data_builds_
     assert grown.success
     assert {"history", "metrics", "anomalies", "run_reports"} <= materialized(grown)
     assert "incremental build: 1 run(s) changed" in said
+
+    (logs / "later.jsonl").write_text("".join(f'{{"step": {s}, "reward": {s / 20}}}\n' for s in range(30)))
+    sources = os.pathsep.join([str(CONSOLE_LOG), str(logs.parent)])
+    env = {"GRPOLENS_HOME": str(copy), "GRPOLENS_WANDB_DIRS": str(LENGTH_COLLAPSE), "GRPOLENS_TRAINER_LOGS": sources}
+    assert "1 run(s) changed" in grpolens("refresh", env=env, check=True).stderr
+    reports = Settings(home=copy).reports_dir
+    assert not any(p.name.startswith("later") for p in reports.iterdir())
+    caught_up, said = refresh(sources)
+    assert caught_up.success
+    assert {"anomalies", "run_reports"} <= materialized(caught_up)
+    assert "but the reports of 1 run(s) lag behind the warehouse" in said
+    assert [p.name for p in reports.iterdir() if p.name.startswith("later")] and "report later" in said
 
 
 def test_every_table_asset_carries_its_row_count_columns_and_first_rows(refreshed):

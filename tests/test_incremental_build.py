@@ -289,6 +289,33 @@ def test_nothing_changed_plans_nothing_and_full_refresh_rebuilds_everything(tmp_
     assert build_plan.plan(settings).full
 
 
+def test_the_steps_after_the_build_know_when_they_lag_behind_the_warehouse(tmp_path, logs):
+    """What a Dagster refresh with nothing new asks before it skips the checks and reports: whether the anomalies
+    table and every run's report reflect the warehouse as built."""
+    from pipeline.assets.dbt import lagging_steps
+    from pipeline.report import batch
+
+    settings = Settings(home=tmp_path / "home", trainer_logs=(logs.parent,))
+    ingest(settings, tuple(SOURCES))
+    warehouse.build(settings)  # `grpolens build`: no check
+    assert lagging_steps(settings) == "the anomalies table and the reports"
+    checks.check_warehouse(settings)
+    assert lagging_steps(settings) == "the reports of 3 run(s)"
+    batch.write_reports(settings, draw=False)
+    assert lagging_steps(settings) is None
+    with open(logs / "steady.jsonl", "a") as fh:  # `grpolens refresh` takes in more of one run
+        fh.write(log_lines(80, 20, seed=4))
+    refresh(settings)
+    assert lagging_steps(settings) == "the reports of 1 run(s)"
+    con = warehouse.connect_readonly(settings)
+    try:
+        assert batch.stale_reports(settings, con) == [run_keys(settings)["steady"]]
+    finally:
+        con.close()
+    (settings.home / checks.CHECKED).unlink()  # the table's state lost: it is checked again
+    assert lagging_steps(settings) == "the anomalies table and the reports"
+
+
 def test_the_project_digest_changes_with_the_project_only(tmp_path):
     """A changed model rebuilds everything; dbt's user id (.user.yml, written beside profiles.yml when something
     runs dbt with usage statistics on) and its target folder are no change of the project."""

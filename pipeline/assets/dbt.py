@@ -58,16 +58,26 @@ def grpolens_dbt_assets(context: dg.AssetExecutionContext, dbt: DbtCliResource, 
     ensure_lake(settings)  # a source never ingested still has its (empty) lake folders for dbt to read
     warehouse.wait_for_write_lock(settings)
     plan = build_plan.prepare(settings)  # the runs whose lake parts changed: the incremental models redo only those
+    behind = None
     if not context.is_subset and plan.selection() == []:
         # A scheduled refresh with nothing new costs no dbt build: no model is materialized, so the steps after
-        # this one (anomalies, reports) are skipped too. Asked for by name, dbt runs.
-        build_plan.commit(settings)
-        context.log.info(
-            "the lake has not changed since the last build: no model to rebuild, nothing to check again "
-            "(materialize `anomalies` alone to apply new check thresholds)"
-        )
-        return
-    context.log.info(plan.describe())
+        # this one (anomalies, reports) are skipped too — unless they lag behind the warehouse (`grpolens refresh`
+        # built it, which draws no report): dbt then runs, redoing no run, so that they run. Asked for by name,
+        # dbt runs.
+        behind = lagging_steps(settings)
+        if not behind:
+            build_plan.commit(settings)
+            context.log.info(
+                "the lake has not changed since the last build: no model to rebuild, nothing to check again "
+                "(materialize `anomalies` alone to apply new check thresholds)"
+            )
+            return
+    context.log.info(
+        f"the lake has not changed since the last build, but {behind} lag behind the warehouse: every model runs "
+        "(redoing no run) so that the steps after it run"
+        if behind
+        else plan.describe()
+    )
     # dbt's target folder in the data home, as `grpolens build` has it, not a new one in the checkout per run
     invocation = dbt.cli(
         ["build", *warehouse.dbt_build_args(plan)], context=context, target_path=settings.home / "dbt_target"
@@ -75,6 +85,22 @@ def grpolens_dbt_assets(context: dg.AssetExecutionContext, dbt: DbtCliResource, 
     yield from with_table_metadata(invocation, settings)
     if not context.is_subset:  # every model took the plan in (a failed build raised above)
         build_plan.commit(settings)
+
+
+def lagging_steps(settings: Settings) -> str | None:
+    """What after the dbt step has not caught up with the warehouse as built now: its anomalies table, or the
+    reports of some runs (None when both have)."""
+    from pipeline import checks
+    from pipeline.report import batch
+
+    con = warehouse.connect_readonly(settings)
+    try:
+        if not checks.anomalies_current(settings, con):
+            return "the anomalies table and the reports"
+        stale = batch.stale_reports(settings, con)
+    finally:
+        con.close()
+    return f"the reports of {len(stale)} run(s)" if stale else None
 
 
 def with_table_metadata(invocation, settings: Settings) -> Iterator:

@@ -28,6 +28,31 @@ def _fingerprints(con) -> dict[str, str]:
     return {key: hashlib.sha256(str(text).encode()).hexdigest()[:16] for key, text in rows}
 
 
+def _drawn(settings) -> dict[str, str | None]:
+    """run_key -> the fingerprint its report was written from (STATE_FILE)."""
+    try:
+        state = json.loads((settings.reports_dir / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # none yet, or cut short: every report is redrawn
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def _up_to_date(state: dict[str, str | None], current: dict[str, str], run_key: str, kept: Path) -> bool:
+    return state.get(run_key) == current.get(run_key) and kept.exists()
+
+
+def stale_reports(settings, con) -> list[str]:
+    """The run_keys whose report `write_reports` would redraw now (``con``: open on the warehouse, which has an
+    anomalies table): new runs, and runs whose data or findings changed since their report was written."""
+    state, current = _drawn(settings), _fingerprints(con)
+    stale = []
+    for run_key, name, run_id in con.execute("select run_key, name, run_id from runs order by run_key").fetchall():
+        out = run_report.report_dir(settings.reports_dir, {"run_key": run_key, "name": name, "run_id": run_id})
+        if not _up_to_date(state, current, run_key, out / "report.json"):
+            stale.append(run_key)
+    return stale
+
+
 def write_reports(
     settings, only_changed: bool = True, draw: bool = True, progress: Callable[[str], None] | None = None
 ) -> list[dict]:
@@ -37,10 +62,7 @@ def write_reports(
     rules = checks.load_checks()
     reports = settings.reports_dir
     state_path = reports / STATE_FILE
-    try:
-        state = json.loads(state_path.read_text(encoding="utf-8")) if only_changed else {}
-    except (OSError, ValueError):
-        state = {}
+    state = _drawn(settings) if only_changed else {}
     con = warehouse.connect_readonly(settings)
     summaries = []
     try:
@@ -53,7 +75,7 @@ def write_reports(
         for run_key, name, run_id in runs:
             out = run_report.report_dir(reports, {"run_key": run_key, "name": name, "run_id": run_id})
             kept = out / "report.json"
-            if only_changed and state.get(run_key) == current.get(run_key) and kept.exists():
+            if only_changed and _up_to_date(state, current, run_key, kept):
                 doc, regenerated = json.loads(kept.read_text(encoding="utf-8")), False
             else:
                 doc, regenerated = run_report.build(con, run_key, rules, out, draw=draw), True
