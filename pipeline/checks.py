@@ -423,7 +423,8 @@ def _to_check(settings, con, checks: list[Check], overrides: dict[str, dict]) ->
             "current_database() and table_name = 'anomalies'"
         ).fetchone()[0]
     )
-    whole = not versions or state.get("digest") != digest or not has_table
+    # no record of a complete build: every run (a lake of events alone has a record with no runs)
+    whole = record is None or state.get("digest") != digest or not has_table
     known = state.get("versions", {}) if not whole else {}
     redo = sorted(run for run, version in versions.items() if known.get(run) != version)
     gone = sorted(set(known) - set(versions))

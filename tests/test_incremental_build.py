@@ -316,6 +316,26 @@ def test_the_steps_after_the_build_know_when_they_lag_behind_the_warehouse(tmp_p
     assert lagging_steps(settings) == "the anomalies table and the reports"
 
 
+def test_a_warehouse_of_events_alone_is_checked_once(tmp_path):
+    """A lake with no run (Axiom or event files only) is checked when its events change, not on every refresh."""
+    from pipeline.assets.dbt import lagging_steps
+
+    events = tmp_path / "events"
+    events.mkdir()
+    write_demo_events(events / "first.ndjson", datetime(2026, 1, 1, tzinfo=UTC), hours=1, seed=1)
+    settings = Settings(home=tmp_path / "home", event_files=(events,))
+    refresh(settings)
+    assert build_plan.run_versions(build_plan.load_record(settings)) == {}
+    assert lagging_steps(settings) is None
+    checked = (settings.home / checks.CHECKED).stat().st_mtime_ns
+    checks.check_warehouse(settings)
+    assert (settings.home / checks.CHECKED).stat().st_mtime_ns == checked  # read the table, wrote nothing
+    write_demo_events(events / "second.ndjson", datetime(2026, 1, 1, 1, tzinfo=UTC), hours=1, seed=2)
+    ingest(settings, tuple(SOURCES))
+    warehouse.build(settings)
+    assert lagging_steps(settings) == "the anomalies table and the reports"
+
+
 def test_the_project_digest_changes_with_the_project_only(tmp_path):
     """A changed model rebuilds everything; dbt's user id (.user.yml, written beside profiles.yml when something
     runs dbt with usage statistics on) and its target folder are no change of the project."""
