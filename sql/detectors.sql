@@ -83,16 +83,10 @@ with series as (
     where metric = metric_name and isfinite(value) and (value > 0 or not positive_only)
 ),
 
-baselines as (
-    select
-        *,
-        exp(median(log_value) over baseline) as level,
-        median(log_value) over baseline as log_level,
-        1.4826 * mad(log_value) over baseline as spread,
-        count(*) over baseline as base_n
+framed as (
+    select *, min(log_value) over baseline as min_log, count(*) over baseline as base_n
     from series
-    -- the `window_steps` points before the step, and with `centered` as many after it: one frame either way, so
-    -- the holistic median and MAD are computed once (a CASE between two windows computed both)
+    -- the `window_steps` points before the step, and with `centered` as many after it
     window baseline as (
         partition by run_key order by step
         rows between window_steps preceding and window_steps * centered::int following  -- noqa: PRS
@@ -100,12 +94,36 @@ baselines as (
     )
 ),
 
+-- The median and MAD over every point's frame were nearly all of the cost (1.7 s a rule at 3e7 values). A spike
+-- is at least `min_ratio` times the median of its frame, which is at least the frame's minimum: points below
+-- `min_ratio` times that minimum (streamed, cheap) cannot be spikes, and the holistic median and MAD are computed
+-- for the rest only, from their frame's rows (idx: `metrics` holds one row per run, step and metric). The same
+-- flags; 5-7x faster on the bench's runs with the rules' thresholds, ~25 % slower when thresholds near 1 make
+-- most points candidates. The 1e-9 slack keeps a candidate whose median equals its minimum.
+candidates as (
+    select * from framed
+    where base_n >= min_baseline and value > min_value
+        and (min_ratio <= 0 or value >= min_ratio * exp(min_log) * (1 - 1e-9))
+),
+
+baselines as (
+    select
+        c.run_key, c.step, c.idx, c.value, c.log_value,
+        exp(median(s.log_value)) as level,
+        median(s.log_value) as log_level,
+        1.4826 * mad(s.log_value) as spread
+    from candidates as c
+    join series as s
+        on c.run_key = s.run_key
+        and s.idx between c.idx - window_steps and c.idx + window_steps * centered::int  -- noqa: RF02
+        and c.idx <> s.idx
+    group by all
+),
+
 spikes as (
     select *, idx - row_number() over (partition by run_key order by step) as episode
     from baselines
-    where base_n >= min_baseline
-        and value > min_value
-        and value >= min_ratio * level
+    where value >= min_ratio * level
         and log_value > log_level + mad_factor * greatest(spread, min_spread)
 )
 
