@@ -29,7 +29,7 @@ baselines as (
     from series
     window baseline as (
         partition by run_key order by step
-        rows between $window preceding and $following following exclude current row
+        rows between $window preceding and $window * $centered::int following exclude current row
     )
 ),
 spikes as (
@@ -58,7 +58,8 @@ def con():
                     value = rng.choice([0.0, -0.01 * level, float("nan")])
                 rows.append((f"run{run}", step, metric, value))
     con = duckdb.connect()
-    series = pa.table(dict(zip(["run_key", "step", "metric", "value"], zip(*rows), strict=True)))
+    columns = zip(*rows, strict=True)
+    con.register("series", pa.table(dict(zip(["run_key", "step", "metric", "value"], columns, strict=True))))
     con.execute("create table metrics as select * from series")
     con.execute(DETECTORS.read_text(encoding="utf-8"))
     yield con
@@ -78,35 +79,23 @@ def con():
 def test_log_spikes_flags_what_its_plain_definition_flags(
     con, metric, window, centered, mad_factor, min_spread, min_ratio, min_baseline, min_value, positive_only
 ):
-    expected = con.execute(
-        REFERENCE_LOG_SPIKES,
-        {
-            "metric": metric,
-            "window": window,
-            "following": window * int(centered),
-            "mad_factor": mad_factor,
-            "min_spread": min_spread,
-            "min_ratio": min_ratio,
-            "min_baseline": min_baseline,
-            "min_value": min_value,
-            "positive_only": positive_only,
-        },
-    ).fetchall()
+    params = {
+        "metric": metric,
+        "window": window,
+        "centered": centered,
+        "mad_factor": mad_factor,
+        "min_spread": min_spread,
+        "min_ratio": min_ratio,
+        "min_baseline": min_baseline,
+        "min_value": min_value,
+        "positive_only": positive_only,
+    }
+    expected = con.execute(REFERENCE_LOG_SPIKES, params).fetchall()
     got = con.execute(
         "select run_key, onset, step_end, steps, worst, ratio, level from log_spikes($metric, $window, $centered, "
         "$mad_factor, $min_spread, $min_ratio, $min_baseline, min_value := $min_value, "
         "positive_only := $positive_only) order by all",
-        {
-            "metric": metric,
-            "window": window,
-            "centered": centered,
-            "mad_factor": mad_factor,
-            "min_spread": min_spread,
-            "min_ratio": min_ratio,
-            "min_baseline": min_baseline,
-            "min_value": min_value,
-            "positive_only": positive_only,
-        },
+        params,
     ).fetchall()
     assert len(expected) > 0  # the case flags something
     assert [r[:4] for r in got] == [r[:4] for r in expected]  # run, onset, end, steps
