@@ -8,6 +8,11 @@ pending file, and only a build that finished every model makes it the record. A 
 leaves the record as it was, so the next one redoes the same runs (and what arrived since): each model replaces a
 run's rows in one transaction, so redoing a run twice is the same as once.
 
+A changed run that only gained parts (none of those holding it vanished or was rewritten) is a grown run: the plan
+names, per source, the first ingest of its new parts (``main._build_grown_runs``), so that `history` can add the
+rows of those ingests to what it holds instead of rewriting the run, when they turn out to be new (dbt's
+macros/appended_runs.sql decides, from the data).
+
 The other lake tables (events, ingest issues) are listed the same way, without runs. An incremental build runs
 only the dbt nodes downstream of the lake tables that changed (``selection``): when only trainer logs grew, the
 event marts and their tests are not touched, and when nothing changed dbt is not started at all.
@@ -32,6 +37,7 @@ PENDING = ".built_parts.pending.json"
 RUN_TABLES = ("history", "runs")
 OTHER_TABLES = ("events", "ingest_issues")
 CHANGED_RUNS_TABLE = "_build_changed_runs"
+GROWN_RUNS_TABLE = "_build_grown_runs"
 # A run's cluster key, as the dbt macro run_hash computes it: the SQL function, applied to a run_key.
 RUN_HASH = "md5_number_upper"
 INCREMENTAL_TABLES = ("history", "metrics")  # when the project's manifest cannot be read: the tables that must exist
@@ -45,6 +51,8 @@ class BuildPlan:
     parts: dict[str, list]  # lake path -> [size, mtime_ns, run_keys]: the lake this build sees
     dbt_digest: str
     changed_sources: list[str] = field(default_factory=list)  # dbt sources (lake.<source>_<table>) with changes
+    # [run_key, lake source, first ingest id of its new parts] for each changed run that only gained parts
+    grown_runs: list[list] = field(default_factory=list)
 
     def selection(self) -> list[str] | None:
         """dbt's --select for this build: None for everything (a full build), else the nodes downstream of the
@@ -94,27 +102,30 @@ def lake_parts(settings: Settings) -> dict[str, tuple[int, int]]:
     return found
 
 
-def _runs_in(lake: Path, parts: list[str]) -> dict[str, list[str]]:
-    """The run_keys each part holds (reads only the run_key column; row-group statistics do the rest)."""
+def _runs_in(lake: Path, parts: list[str]) -> tuple[dict[str, list[str]], dict[tuple[str, str], int]]:
+    """The run_keys each part holds, and the first ingest id of each (part, run) (reads the run_key and ingest_id
+    columns of new parts only)."""
     import duckdb
 
     held: dict[str, list[str]] = {part: [] for part in parts}
+    first_ingest: dict[tuple[str, str], int] = {}
     if not parts:
-        return held
+        return held, first_ingest
     of_file = {str(lake / part): part for part in parts}
     con = duckdb.connect()
     try:
         rows = con.execute(
-            "select distinct filename, run_key from read_parquet($paths, filename = true, "
-            "union_by_name = true, hive_partitioning = false)",
+            "select filename, run_key, min(ingest_id) from read_parquet($paths, filename = true, "
+            "union_by_name = true, hive_partitioning = false) group by all",
             {"paths": list(of_file)},
         ).fetchall()
     finally:
         con.close()
-    for filename, run_key in rows:
+    for filename, run_key, ingest_id in rows:
         if run_key is not None:
             held[of_file[filename]].append(run_key)
-    return {part: sorted(keys) for part, keys in held.items()}
+            first_ingest[(of_file[filename], run_key)] = ingest_id
+    return {part: sorted(keys) for part, keys in held.items()}, first_ingest
 
 
 def load_record(settings: Settings, name: str = RECORD) -> dict | None:
@@ -179,9 +190,8 @@ def plan(settings: Settings, full_refresh: bool = False) -> BuildPlan:
         if path in known and known[path][:2] == [size, mtime]
     }
     new = sorted(set(current) - set(unchanged))
-    read: dict[str, list[str]] = {path: [] for path in new} | _runs_in(
-        settings.lake, [path for path in new if _table_of(path) in RUN_TABLES]
-    )
+    held, first_ingest = _runs_in(settings.lake, [path for path in new if _table_of(path) in RUN_TABLES])
+    read: dict[str, list[str]] = {path: [] for path in new} | held
     parts = {**unchanged, **{path: [*current[path], read[path]] for path in read}}
     reason = (
         "asked for (--full-refresh)"
@@ -203,11 +213,23 @@ def plan(settings: Settings, full_refresh: bool = False) -> BuildPlan:
     rewritten = [path for path in read if path in known]
     sources = sorted({_source_of(path) for path in (*read, *gone)})
     changed = {run for path in read for run in parts[path][2]}
-    changed |= {run for path in (*gone, *rewritten) for run in known[path][2]}
+    redone = {run for path in (*gone, *rewritten) for run in known[path][2]}
     bits = [f"{len(read) - len(rewritten)} new part(s)"]
     bits += [f"{len(rewritten)} rewritten"] if rewritten else []
     bits += [f"{len(gone)} vanished"] if gone else []
-    return BuildPlan(False, ", ".join(bits), sorted(changed), parts, digest, sources)
+    grown = _grown_runs(first_ingest, changed - redone)
+    return BuildPlan(False, ", ".join(bits), sorted(changed | redone), parts, digest, sources, grown)
+
+
+def _grown_runs(first_ingest: dict[tuple[str, str], int], runs: set[str]) -> list[list]:
+    """[run_key, lake source, first ingest id] of ``runs`` (which only gained parts) from their new parts, the
+    smallest ingest id over a source's new parts of the run, in the runs and history tables alike."""
+    first: dict[tuple[str, str], int] = {}
+    for (path, run), ingest_id in first_ingest.items():
+        if run in runs and ingest_id is not None:
+            key = (run, _lake_source_of(path))
+            first[key] = min(first.get(key, ingest_id), ingest_id)
+    return [[run, source, ingest_id] for (run, source), ingest_id in sorted(first.items())]
 
 
 def _table_of(path: str) -> str:
@@ -215,9 +237,14 @@ def _table_of(path: str) -> str:
     return Path(path).parent.parent.name
 
 
+def _lake_source_of(path: str) -> str:
+    """The ingest source that wrote a part (the rows' `lake_source`): history/source=trainer_log/… → trainer_log"""
+    return Path(path).parent.name.removeprefix("source=")
+
+
 def _source_of(path: str) -> str:
     """The dbt source table a part belongs to: history/source=trainer_log/… → trainer_log_history"""
-    return f"{Path(path).parent.name.removeprefix('source=')}_{_table_of(path)}"
+    return f"{_lake_source_of(path)}_{_table_of(path)}"
 
 
 def prepare(settings: Settings, full_refresh: bool = False) -> BuildPlan:
@@ -229,7 +256,14 @@ def prepare(settings: Settings, full_refresh: bool = False) -> BuildPlan:
     write_json(settings.home / PENDING, asdict(build))
     con = warehouse.connect_write(settings) if settings.duckdb_path.exists() else _create(settings)
     try:
-        write_changed_runs(con, f"main.{CHANGED_RUNS_TABLE}", build.changed_runs)  # one statement: atomic
+        con.execute("begin")  # both or neither
+        write_changed_runs(con, f"main.{CHANGED_RUNS_TABLE}", build.changed_runs)
+        con.execute(
+            f"create or replace table main.{GROWN_RUNS_TABLE} as select g[1] as run_key, g[2] as lake_source, "
+            "g[3]::bigint as from_ingest from (select unnest($grown::varchar[][]) as g)",
+            {"grown": [[str(v) for v in entry] for entry in build.grown_runs]},
+        )
+        con.execute("commit")
     finally:
         con.close()
     return build

@@ -124,6 +124,15 @@ def elo_rows(first: int, steps: int) -> list[dict]:
     ]
 
 
+def extended_runs(settings: Settings) -> set[str]:
+    """The runs the last build of `history` extended with their new rows rather than rewrote."""
+    con = warehouse.connect_readonly(settings)
+    try:
+        return {run for (run,) in con.execute("select run_key from _history_appended_runs").fetchall()}
+    finally:
+        con.close()
+
+
 def built_nodes(settings: Settings) -> set[str]:
     """The models the last dbt build of this home ran."""
     results = json.loads((settings.home / "dbt_target" / "run_results.json").read_text())
@@ -187,6 +196,9 @@ def test_incremental_refreshes_equal_a_full_rebuild(tmp_path, logs):
     assert con.execute("select max(step) from history where run_key = $k", {"k": keys["quoted"]}).fetchone()[0] == 59
     con.close()
     assert "history" in built_nodes(settings) and "rollout_timing" not in built_nodes(settings)  # no event changed
+    # every changed run only grew by new steps (a repeated one among them): extended, not rewritten
+    assert extended_runs(settings) == set(plan.changed_runs)
+    assert_same_warehouse(settings.duckdb_path, full_rebuild(settings, tmp_path / "full-grown").duckdb_path)
     assert "_build_changed_runs" in compiled(settings, "not_null_history_key")  # tests read the changed runs
     # the lake is read with one equality per changed run (Parquet row groups skipped by their statistics)
     assert compiled(settings, "history").count("where run_key = 'trainer_log:") == 4
@@ -202,15 +214,21 @@ def test_incremental_refreshes_equal_a_full_rebuild(tmp_path, logs):
 
     # The log is rewound (rewritten shorter, different values): its run is read again from the start.
     (logs / "rewound.jsonl").write_text(log_lines(0, 30, collapse_at=10, seed=8))
+    # A log is restarted with later steps only: nothing new overlaps what history holds of the run, but the rows
+    # of its earlier steps go all the same.
+    (logs / "collapsing.jsonl").write_text(log_lines(500, 10, seed=11))
     # The W&B run is resumed offline in another folder (_step restarts at 0 there).
     time.sleep(1.1)
     write_run(wandb_root, elo_rows(30, 10), run_id="resume01", name="resumable", resume="allow")
     refresh(settings)
+    assert extended_runs(settings) == {keys["resumable"]}  # its steps go on from 30; the two logs are rewritten
+    assert_same_warehouse(settings.duckdb_path, full_rebuild(settings, tmp_path / "full-rewound").duckdb_path)
 
     # An ingest interrupted after writing its part and before saving its cursor reads the same lines again.
     (settings.lake / "_state" / "trainer_log.json").unlink()
     shutil.rmtree(settings.lake / "_state" / "trainer_log", ignore_errors=True)
     refresh(settings)
+    assert extended_runs(settings) == set()  # every run read again holds what it read before: rewritten
 
     # A part vanishes (moved out of the lake) and another is rewritten in place with other values.
     history = sorted((settings.lake / "history" / "source=trainer_log").glob("part-*.parquet"))
@@ -226,6 +244,7 @@ def test_incremental_refreshes_equal_a_full_rebuild(tmp_path, logs):
     pq.write_table(table, first)
     plan = build_plan.plan(settings)
     assert not plan.full and "vanished" in plan.reason and "rewritten" in plan.reason
+    assert plan.changed_runs and plan.grown_runs == []  # runs that lost or changed rows are rewritten, never extended
     refresh(settings)
 
     assert_same_warehouse(settings.duckdb_path, full_rebuild(settings, tmp_path / "full").duckdb_path)

@@ -11,6 +11,18 @@ main._build_changed_runs
 create table if not exists {{ changed_runs_table() }} (run_key varchar, run_hash ubigint)
 {%- endmacro %}
 
+{% macro grown_runs_table() %}
+{#- The changed runs that only gained lake parts (none holding them vanished or was rewritten), with the first
+    ingest id of their new parts per source; written with the changed runs (pipeline/build_plan.py). `history`
+    extends such a run instead of rewriting it when its new rows allow (macros/appended_runs.sql). -#}
+main._build_grown_runs
+{%- endmacro %}
+
+{% macro ensure_grown_runs_table() %}
+{#- On-run-start, as ensure_changed_runs_table. -#}
+create table if not exists {{ grown_runs_table() }} (run_key varchar, lake_source varchar, from_ingest bigint)
+{%- endmacro %}
+
 {% macro run_hash(column='run_key') -%}
 {#- A run's 64-bit cluster key (pipeline/build_plan.py's RUN_HASH writes the same for the changed runs). The big
     per-run tables (history) are stored ordered by it and carry it as a column, so that reading a few runs skips
@@ -70,17 +82,22 @@ run_key in (select run_key from {{ changed_runs_table() }})
 {% macro get_incremental_replace_runs_sql(arg_dict) %}
 {#- Incremental strategy `replace_runs`: a per-run model drops every row of the changed runs and inserts what it
     computed for them, in the model's one transaction. Unlike delete+insert on a unique key, a run whose rows all
-    went (a vanished part, a rewind to fewer steps) is emptied too. -#}
+    went (a vanished part, a rewind to fewer steps) is emptied too. The model's `incremental_predicates` narrow
+    the rows dropped (history keeps those of the runs it extends). -#}
 {%- set target = arg_dict['target_relation'] -%}
 {%- set names = arg_dict['dest_columns'] | map(attribute='name') | list -%}
 {%- set columns = get_quoted_csv(names) -%}
+{%- set predicates = arg_dict.get('incremental_predicates') or [] -%}
 {%- if 'run_hash' in names %}
 delete from {{ target }}
 where run_hash in (select run_hash from {{ changed_runs_table() }})
-    and run_key in (select run_key from {{ changed_runs_table() }});
+    and run_key in (select run_key from {{ changed_runs_table() }})
 {%- else %}
-delete from {{ target }} where run_key in (select run_key from {{ changed_runs_table() }});
+delete from {{ target }} where run_key in (select run_key from {{ changed_runs_table() }})
 {%- endif %}
+{%- for predicate in predicates %}
+    and ({{ predicate }})
+{%- endfor %};
 insert into {{ target }} ({{ columns }})
 select {{ columns }} from {{ arg_dict['temp_relation'] }}
 {%- endmacro %}

@@ -5,13 +5,34 @@
 -- re-run, a rewritten file) is one version; W&B cloud rows are not counted: the server keeps one row per
 -- step, and a run read both from its offline file and from the cloud must not look duplicated.
 -- Incremental: a build redoes every row of the runs whose lake parts changed (pipeline/build_plan.py) and
--- keeps the others, which gives what a full rebuild gives at the cost of what changed. Stored ordered by
+-- keeps the others, which gives what a full rebuild gives at the cost of what changed; a run that only grew by
+-- new (step, key)s is extended with them instead (macros/appended_runs.sql). Stored ordered by
 -- run_hash (macros/changed_runs.sql), so that the reads of a few runs (the next models, tests and checks of an
 -- incremental build, a report) skip the row groups of the others; the sort adds about a sixth to a full build.
-{{ config(materialized='incremental', incremental_strategy='replace_runs', on_schema_change='fail') }}
+{{ config(
+    materialized='incremental',
+    incremental_strategy='replace_runs',
+    on_schema_change='fail',
+    pre_hook="{{ history_appended_runs() }}",
+    incremental_predicates=["run_key not in (select run_key from " ~ appended_runs_table() ~ ")"]
+) }}
 
-with source as (
+with changed as (
     select * from {{ of_changed_runs(ref('stg_lake__history'), per_run_scans=true) }}
+),
+
+-- of a run the pre-hook found extensible, only the rows of its new ingests
+source as (
+    {%- if is_incremental() %}
+    select changed.*
+    from changed
+    left join {{ appended_runs_table() }} as appended
+        on changed.run_key = appended.run_key and changed.lake_source = appended.lake_source
+    where changed.run_key not in (select extended.run_key from {{ appended_runs_table() }} as extended)
+        or changed.ingest_id >= appended.from_ingest
+    {%- else %}
+    select * from changed
+    {%- endif %}
 ),
 
 -- Most (run, step, key) were read once: only the repeated ones need ranking. A window over every row costs
