@@ -1,7 +1,8 @@
 """An incremental refresh redoes only the runs that changed, and ends exactly where a full rebuild from the same
-lake ends: through appended steps, repeated steps, a rewound log, a re-read (interrupted) ingest, a resumed W&B
-run with Elo ratings, new events alone, a lake part that vanished or was rewritten, and builds killed at random
-moments. It runs only the dbt nodes below the lake tables that changed, and no dbt at all when none did."""
+lake ends: through appended steps, repeated steps, a rewound log, a log restarted with later steps, a re-read
+(interrupted) ingest, a resumed W&B run with Elo ratings, new events alone, a lake part that vanished or was
+rewritten, and builds killed at random moments. `history` extends a run that only grew and rewrites the others. It
+runs only the dbt nodes below the lake tables that changed, and no dbt at all when none did."""
 
 from __future__ import annotations
 
