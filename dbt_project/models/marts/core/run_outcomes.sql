@@ -53,16 +53,8 @@ primary_metric as (
 ),
 
 cost as (
-    select
-        run_key,
-        coalesce(max(value) filter (where metric = 'tokens_cumulative'),
-                 sum(value) filter (where metric = 'tokens')) as tokens,
-        sum(value) filter (where metric = 'trajectories') as trajectories,
-        epoch(max(ts)) - epoch(min(ts)) as wall_s,
-        count(distinct step) as logged_steps
-    from {{ ref('metrics') }}
-    where isfinite(value) or metric not in ('tokens_cumulative', 'tokens', 'trajectories')
-    group by run_key
+    select run_key, tokens, trajectories, wall_s, logged_steps
+    from {{ ref('int_run__costs') }}
 ),
 
 flags as (
