@@ -4,6 +4,7 @@ with row counts, column types and flag tables by run name, and a sensor that see
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -220,10 +221,16 @@ def test_a_refresh_with_nothing_new_builds_nothing_and_one_with_new_data_builds_
     logs = tmp_path / "logs" / "newproj"
     logs.mkdir(parents=True)
     (logs / "run.jsonl").write_text("".join(f'{{"step": {s}, "reward": {s / 10}}}\n' for s in range(30)))
+    target = copy / "dbt_target"
+    manifest_written = (target / "manifest.json").stat().st_mtime_ns
     grown, said = refresh(os.pathsep.join([str(CONSOLE_LOG), str(logs.parent)]))
     assert grown.success
     assert {"history", "metrics", "anomalies", "run_reports"} <= materialized(grown)
     assert "incremental build: 1 run(s) changed" in said
+    # dbt wrote no manifest (the full build's stands, the project unchanged); grpolens-dbt wrote its run results
+    results = json.loads((target / "run_results.json").read_text())
+    assert results["args"]["write_json"] is False and "model.grpolens.history" in str(results["results"])
+    assert (target / "manifest.json").stat().st_mtime_ns == manifest_written
 
     (logs / "later.jsonl").write_text("".join(f'{{"step": {s}, "reward": {s / 20}}}\n' for s in range(30)))
     sources = os.pathsep.join([str(CONSOLE_LOG), str(logs.parent)])

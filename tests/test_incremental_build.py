@@ -176,6 +176,8 @@ def test_incremental_refreshes_equal_a_full_rebuild(tmp_path, logs):
     con = warehouse.connect_readonly(settings)
     assert con.execute("select count(*) from elo_gap where run_key = $k", {"k": keys["resumable"]}).fetchone()[0] > 0
     con.close()
+    manifest = settings.home / "dbt_target" / "manifest.json"
+    written = manifest.stat().st_mtime_ns
 
     # Two runs grow (one logs a step twice: versions = 2), a new run starts.
     with open(logs / "steady.jsonl", "a") as fh:
@@ -197,6 +199,7 @@ def test_incremental_refreshes_equal_a_full_rebuild(tmp_path, logs):
     assert con.execute("select max(step) from history where run_key = $k", {"k": keys["quoted"]}).fetchone()[0] == 59
     con.close()
     assert "history" in built_nodes(settings) and "rollout_timing" not in built_nodes(settings)  # no event changed
+    assert manifest.stat().st_mtime_ns == written  # the project is the full build's: its manifest is not rewritten
     # every changed run only grew by new steps (a repeated one among them): extended, not rewritten
     assert extended_runs(settings) == set(plan.changed_runs)
     assert_same_warehouse(settings.duckdb_path, full_rebuild(settings, tmp_path / "full-grown").duckdb_path)
