@@ -44,7 +44,7 @@ def files_sensor(name: str) -> dg.SensorDefinition:
 
 
 # Every file-based source has one; Axiom is polled by the refresh schedule.
-FILE_SENSORS = {name: files_sensor(name) for name in SOURCES if hasattr(source_module(name), "pending_files")}
+FILE_SENSORS = {name: files_sensor(name) for name, source in SOURCES.items() if source.files}
 
 
 @dg.sensor(

@@ -8,6 +8,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 
 import dagster as dg
 import pytest
@@ -15,6 +17,7 @@ import pytest
 from pipeline import warehouse
 from pipeline.checks import load_checks
 from pipeline.definitions import defs
+from pipeline.ingest import SOURCES, source_module
 from pipeline.resources import GrpolensResource, dbt_resource
 from pipeline.sensors import FILE_SENSORS
 from pipeline.settings import Settings
@@ -351,6 +354,21 @@ def test_a_wandb_cloud_run_is_one_partition_of_its_own_job(tmp_path, monkeypatch
     assert event.partition == "testers/grpo/p1" and event.metadata["history_rows"].value == 10
     # the UI shows the run as the materialized partition of the declared lake table; the other run waits its turn
     assert instance.get_materialized_partitions(history) == {"testers/grpo/p1"}
+
+
+def test_every_file_source_has_a_sensor_and_loading_the_definitions_imports_no_wandb():
+    """A source says whether it reads files (`Source.files`); its module then lists the pending ones and a sensor
+    watches them. The definitions need not import every reader to find out: wandb alone was 0.45 s of the start
+    of every Dagster process (a run, the UI's code server)."""
+    readers = {name for name in SOURCES if hasattr(source_module(name), "pending_files")}
+    assert {name for name, source in SOURCES.items() if source.files} == readers == set(FILE_SENSORS)
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, pipeline.definitions; print('wandb' in sys.modules)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert loaded.stdout.strip() == "False"
 
 
 def test_sensor_requests_a_run_for_new_or_grown_files_only(tmp_path):
