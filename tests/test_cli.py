@@ -107,6 +107,23 @@ def test_locked_warehouse_is_one_clear_line(refreshed):
         assert "is locked by another writer" in proc.stderr and f"process {holder.pid}" in proc.stderr
 
 
+def test_an_ingest_while_another_holds_the_source_is_one_clear_line(tmp_path):
+    """The CLI names the lake's IngestBusy without importing the lake up front (numpy and pyarrow would slow every
+    command); raised by an ingest, it is still one line, not a traceback."""
+    from pipeline import lake
+    from pipeline.settings import Settings
+
+    logs = tmp_path / "logs" / "proj"
+    logs.mkdir(parents=True)
+    (logs / "run.jsonl").write_text('{"step": 0, "reward": 1.0}\n')
+    env = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_TRAINER_LOGS": str(logs.parent)}
+    with lake.ingest_lock(Settings(home=tmp_path / "home").lake, "trainer_log"):
+        busy = grpolens("ingest", env=env)
+    assert busy.returncode == 1 and "Traceback" not in busy.stderr
+    assert busy.stderr.splitlines()[-1].startswith("grpolens ingest: another ingest of trainer_log is running")
+    assert grpolens("ingest", env=env).returncode == 0  # the lock released, the next one runs
+
+
 def test_unconfigured_source_is_skipped_with_one_line(tmp_path):
     out = grpolens("ingest", env={"GRPOLENS_HOME": str(tmp_path)}, check=True)
     assert out.stderr.splitlines() == [
