@@ -251,11 +251,11 @@ def _os_message(exc: OSError, settings: Settings, command: str) -> str:
     return f"{reason}: {path}" if path else str(exc)
 
 
-def _ingest_busy() -> tuple[type[Exception], ...]:
-    """The lake's IngestBusy once the lake is loaded (only an ingest raises it); the clause naming it is evaluated
-    when an error reaches it, so no command imports the lake (numpy, pyarrow: 0.2 s) just for the class."""
+def _ingest_busy(exc: Exception) -> bool:
+    """Whether ``exc`` is the lake's IngestBusy, looked up only when an error happened and only if the lake is
+    loaded (only an ingest raises it): no command imports the lake (numpy, pyarrow: 0.1-0.2 s) for the class."""
     lake = sys.modules.get("pipeline.lake")
-    return (lake.IngestBusy,) if lake is not None else ()
+    return lake is not None and isinstance(exc, lake.IngestBusy)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -280,7 +280,6 @@ def main(argv: list[str] | None = None) -> int:
     except (
         UserError,
         RunNotFound,
-        *_ingest_busy(),
         WarehouseLocked,
         WarehouseDamaged,
         WarehouseUnreadable,
@@ -299,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as exc:  # DuckDB and others word an OS failure inside their own error; anything else is a bug
+        if _ingest_busy(exc):
+            return fail(str(exc))
         problem = os_error_in(str(exc))
         if problem is None:
             raise
