@@ -5,7 +5,8 @@
  * Python, every item costs a str for its key and one for its value, twice (history and summary), plus the typing:
  * most of the ingest, which could not come within 3x of merely parsing the file (issue #2). Here those items go from
  * the record bytes straight into Arrow-ready buffers (HistoryColumns.history) or a newest-value-per-key table
- * (SummaryFold), with no Python object per value; other sources append their pairs with HistoryColumns.add.
+ * (SummaryFold), with no Python object per value; other sources append their pairs with HistoryColumns.add, or a
+ * dict json.loads decoded with HistoryColumns.add_decoded.
  *
  * Only the plain, overwhelmingly common shape of a record is handled: one key (`key` or a single `nested_key`) and a
  * `value_json` per item, valid UTF-8. Anything else -- nested dicts and media (several nested_key parts in history),
@@ -206,9 +207,11 @@ static int parse_item(const uint8_t *p, Py_ssize_t n, Item *it, int validate) {
 /* ------------------------------------------------------------------------------------------------- value typing */
 
 /* FLOAT: a JSON number with a fraction or exponent, its text left to Arrow's correctly rounded cast (in bulk, far
- * faster than CPython's dtoa); INT: an integral one of at most 18 characters, exact in int64 and in the DOUBLE (the
- * conversion of an exact integer rounds correctly); SPECIAL: NaN, Infinity, -Infinity; OTHER: for Python. */
-enum { KIND_FLOAT = 0, KIND_INT = 1, KIND_SPECIAL = 2, KIND_OTHER = 3 };
+ * faster than CPython's dtoa); INT: an integral one of at most 18 characters (or an int64 Python decoded), exact in
+ * int64 and in the DOUBLE (the conversion of an exact integer rounds correctly); DOUBLE: the DOUBLE is the value,
+ * nothing to cast (NaN, Infinity, -Infinity, and floats Python decoded: HistoryColumns.add_decoded); OTHER: for
+ * Python. */
+enum { KIND_FLOAT = 0, KIND_INT = 1, KIND_DOUBLE = 2, KIND_OTHER = 3 };
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -245,9 +248,9 @@ static int classify(const char *s, Py_ssize_t n, double *value, int64_t *exact) 
     int integral = 0;
     *exact = 0;
     *value = 0.0;
-    if (n == 3 && memcmp(s, "NaN", 3) == 0) { *value = Py_NAN; return KIND_SPECIAL; }
-    if (n == 8 && memcmp(s, "Infinity", 8) == 0) { *value = Py_HUGE_VAL; return KIND_SPECIAL; }
-    if (n == 9 && memcmp(s, "-Infinity", 9) == 0) { *value = -Py_HUGE_VAL; return KIND_SPECIAL; }
+    if (n == 3 && memcmp(s, "NaN", 3) == 0) { *value = Py_NAN; return KIND_DOUBLE; }
+    if (n == 8 && memcmp(s, "Infinity", 8) == 0) { *value = Py_HUGE_VAL; return KIND_DOUBLE; }
+    if (n == 9 && memcmp(s, "-Infinity", 9) == 0) { *value = -Py_HUGE_VAL; return KIND_DOUBLE; }
     if (!json_number(s, n, &integral)) return KIND_OTHER;
     if (!integral) return KIND_FLOAT;
     if (n > 18) return KIND_OTHER;  /* may not fit int64: Python's int keeps it exact */
@@ -309,15 +312,14 @@ static int columns_reset(Columns *c) {
     return 0;
 }
 
-/* Offsets are int32 (Arrow's string type): the caller flushes long before 2 GiB (see nbytes). */
-static int columns_append(Columns *c, const char *key, Py_ssize_t key_len, const char *text, Py_ssize_t text_len) {
-    double value;
-    int64_t exact;
+/* One value whose kind is known; ``text`` is kept for FLOAT (Arrow's cast) and OTHER (Python's), ignored otherwise.
+ * Offsets are int32 (Arrow's string type): the caller flushes long before 2 GiB (see nbytes). */
+static int columns_store(Columns *c, const char *key, Py_ssize_t key_len, uint8_t kind, double value, int64_t exact,
+                         const char *text, Py_ssize_t text_len) {
     if (c->key_data.len + key_len > INT32_MAX || c->other_data.len + c->float_data.len + text_len > INT32_MAX) {
         PyErr_SetString(PyExc_OverflowError, "history batch exceeds 2 GiB of text; flush more often");
         return -1;
     }
-    uint8_t kind = (uint8_t)classify(text, text_len, &value, &exact);
     int32_t key_end = (int32_t)(c->key_data.len + key_len);
     if (buf_put(&c->key_data, key, key_len) < 0 || buf_put(&c->key_offsets, &key_end, 4) < 0 ||
         buf_put(&c->value, &value, 8) < 0 || buf_put(&c->value_int, &exact, 8) < 0 || buf_put(&c->kind, &kind, 1) < 0)
@@ -334,6 +336,13 @@ static int columns_append(Columns *c, const char *key, Py_ssize_t key_len, const
     }
     c->count++;
     return 0;
+}
+
+static int columns_append(Columns *c, const char *key, Py_ssize_t key_len, const char *text, Py_ssize_t text_len) {
+    double value;
+    int64_t exact;
+    uint8_t kind = (uint8_t)classify(text, text_len, &value, &exact);  /* before value and exact are read */
+    return columns_store(c, key, key_len, kind, value, exact, text, text_len);
 }
 
 /* A strict JSON number as a double (float(text) in Python, for _step and _timestamp); 0 for anything else. */
@@ -451,6 +460,62 @@ error:
     return NULL;
 }
 
+/* A value appended from its JSON text, as Columns_add would append it; ``fallback`` makes the text. */
+static int append_via_text(Columns *c, const char *key, Py_ssize_t key_len, PyObject *fallback, PyObject *v) {
+    Py_ssize_t text_len;
+    PyObject *text_holder = NULL;
+    PyObject *text = PyObject_CallOneArg(fallback, v);
+    if (text == NULL) return -1;
+    const char *t = utf8_of(text, &text_len, &text_holder);
+    int failed = t == NULL ? -1 : columns_append(c, key, key_len, t, text_len);
+    Py_XDECREF(text_holder);
+    Py_DECREF(text);
+    return failed;
+}
+
+/* A dict json.loads decoded, appended as Columns_add would append its values' JSON texts (``fallback``, which is
+ * pipeline.values.logged_json, makes them), without making the texts of floats and int64 integers: a float's
+ * shortest repr (CPython's dtoa) was a third of a JSONL line's ingest, and the double Arrow would cast that text
+ * back to is the float itself. */
+static PyObject *Columns_add_decoded(Columns *c, PyObject *args) {
+    PyObject *items, *fallback, *key, *v;
+    if (!PyArg_ParseTuple(args, "O!O:add_decoded", &PyDict_Type, &items, &fallback)) return NULL;
+    Mark mark = columns_mark(c);
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(items, &pos, &key, &v)) {
+        Py_ssize_t key_len;
+        PyObject *key_holder;
+        const char *k = utf8_of(key, &key_len, &key_holder);
+        if (k == NULL) goto error;
+        Py_INCREF(v);  /* the fallback runs Python code: key and value must outlive it */
+        Py_INCREF(key);
+        int failed;
+        if (PyFloat_CheckExact(v)) {
+            double d = PyFloat_AS_DOUBLE(v);
+            failed = columns_store(c, k, key_len, KIND_DOUBLE, d != d ? Py_NAN : d, 0, NULL, 0);
+        } else if (PyLong_CheckExact(v)) {
+            int overflow = 0;
+            long long n = PyLong_AsLongLongAndOverflow(v, &overflow);
+            if (n == -1 && PyErr_Occurred())
+                failed = -1;
+            else if (!overflow)  /* within int64: what Python makes of a longer text (pipeline.values.classify) */
+                failed = columns_store(c, k, key_len, KIND_INT, (double)n, (int64_t)n, NULL, 0);
+            else
+                failed = append_via_text(c, k, key_len, fallback, v);
+        } else {
+            failed = append_via_text(c, k, key_len, fallback, v);
+        }
+        Py_DECREF(v);
+        Py_DECREF(key);
+        Py_XDECREF(key_holder);
+        if (failed < 0) goto error;
+    }
+    return PyLong_FromSsize_t(c->count - mark.count);
+error:
+    columns_rollback(c, mark);
+    return NULL;
+}
+
 /* Everything held, as (count, key offsets, key data, value, value_int, kind, float offsets, float data, other rows,
  * other texts); then empty. */
 static PyObject *Columns_take(Columns *c, PyObject *Py_UNUSED(ignored)) {
@@ -501,6 +566,10 @@ static PyMethodDef Columns_methods[] = {
      "Append a history Record's values (all but _step). None: not the plain shape, nothing appended. A step of None\n"
      "means the row has no step and nothing was appended."},
     {"add", (PyCFunction)Columns_add, METH_VARARGS, "add(keys, texts): append values decoded elsewhere."},
+    {"add_decoded", (PyCFunction)Columns_add_decoded, METH_VARARGS,
+     "add_decoded(items, fallback) -> n\n\n"
+     "Append a dict's values as add(list(items), [fallback(v) for v in items.values()]) would, floats and int64\n"
+     "integers typed directly; n is the number appended."},
     {"take", (PyCFunction)Columns_take, METH_NOARGS,
      "take() -> (n, key_offsets, key_data, value, value_int, kind, float_offsets, float_data, other_rows,\n"
      "other_texts), and start empty."},
@@ -748,7 +817,7 @@ PyMODINIT_FUNC PyInit__items(void) {
     if (PyModule_AddObjectRef(m, "HistoryColumns", (PyObject *)&ColumnsType) < 0 ||
         PyModule_AddObjectRef(m, "SummaryFold", (PyObject *)&FoldType) < 0 ||
         PyModule_AddIntConstant(m, "KIND_FLOAT", KIND_FLOAT) < 0 || PyModule_AddIntConstant(m, "KIND_INT", KIND_INT) < 0 ||
-        PyModule_AddIntConstant(m, "KIND_SPECIAL", KIND_SPECIAL) < 0 || PyModule_AddIntConstant(m, "KIND_OTHER", KIND_OTHER) < 0) {
+        PyModule_AddIntConstant(m, "KIND_DOUBLE", KIND_DOUBLE) < 0 || PyModule_AddIntConstant(m, "KIND_OTHER", KIND_OTHER) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -347,7 +347,8 @@ class IngestBusy(RuntimeError):
 class HistoryBuffer:
     """History values gathered into typed columns (pipeline/_items.c) and written when ``max_rows`` are held.
 
-    Values arrive as JSON text: a source either appends a row's keys and texts (``add_row``) or, for a `.wandb`
+    Values arrive as JSON text: a source either appends a row's keys and texts (``add_row``), or the dict
+    json.loads made of a line (``add_decoded``: the same rows, without a text for each number), or, for a `.wandb`
     history record, lets ``columns.history`` read them from the record bytes and then names the row
     (``add_parsed_row``). Per-row facts (run, step, time, file offset) are stored once per row and repeated with
     numpy at flush time.
@@ -361,6 +362,9 @@ class HistoryBuffer:
         self.max_rows = max_rows
         self.total = 0
         self.columns = HistoryColumns()
+        from pipeline.values import logged_json  # pyarrow.compute: only once a buffer is made
+
+        self._text_of = logged_json  # the JSON text of a value add_decoded does not type itself
         self._run_ids: dict[str, int] = {}
         self._rows: list[tuple[int, int, int, int, int]] = []  # run id, step, ts (us, -1 for none), offset, count
 
@@ -369,6 +373,9 @@ class HistoryBuffer:
     ) -> None:
         self.columns.add(keys, texts)
         self.add_parsed_row(run_key, step, ts_us, offset, len(keys))
+
+    def add_decoded(self, run_key: str, step: int, ts_us: int | None, offset: int, items: dict[str, Any]) -> None:
+        self.add_parsed_row(run_key, step, ts_us, offset, self.columns.add_decoded(items, self._text_of))
 
     def add_parsed_row(self, run_key: str, step: int, ts_us: int | None, offset: int, n: int) -> None:
         """Names the ``n`` values last appended to ``columns``."""

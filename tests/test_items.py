@@ -360,3 +360,76 @@ def test_logged_json_is_what_json_dumps_writes():
         {"x": 1},
     ):
         assert logged_json(value) == json.dumps(value)
+
+
+def test_a_decoded_dict_is_appended_as_its_json_texts_would_be():
+    """add_decoded types floats and small ints itself; every column must equal what add() makes of the same values'
+    texts (logged_json), row for row, for every kind of value json.loads can give."""
+    rng = random.Random(20261127)
+    edge = [
+        0.0,
+        -0.0,
+        5e-324,
+        1e308,
+        -1e-300,
+        float("nan"),
+        math.inf,
+        -math.inf,
+        1e16,
+        0.1,
+        2.5,
+        0,
+        -1,
+        999_999_999_999_999_999,  # 18 characters: C types the text exactly
+        1_000_000_000_000_000_000,  # 19: Python types the text (still int64)
+        -99_999_999_999_999_999,
+        -100_000_000_000_000_000,
+        2**63 - 1,
+        2**63,  # beyond int64: Python keeps it as text
+        -(2**63),
+        -(2**63) - 1,
+        2**70,
+        True,
+        False,
+        None,
+        "text",
+        "lone \ud800",
+        [1, 2.5, None],
+        {"a": 1, "b": {"c": 2.5}},
+        {},
+    ]
+    rows = [{f"k{i}": value for i, value in enumerate(edge)}, {"lone \udc00 key": 1.5, "é": 2}]
+    for _ in range(300):
+        values = edge + [rng.uniform(-1e6, 1e6), rng.random() * 10.0 ** rng.randint(-320, 308), rng.getrandbits(70)]
+        rows.append({f"m{j}": rng.choice(values) for j in range(rng.randint(1, 40))})
+    direct, via_text = HistoryColumns(), HistoryColumns()
+    for row in rows:
+        assert direct.add_decoded(row, logged_json) == len(row)
+        via_text.add(list(row), [logged_json(v) for v in row.values()])
+    got, got_rows = decode_columns(direct.take())
+    want, want_rows = decode_columns(via_text.take())
+    assert (got_rows is None) == (want_rows is None) and (got_rows is None or list(got_rows) == list(want_rows))
+    columns = ("key", "value", "value_int", "value_text", "value_type")
+    got_table = list(zip(*(got[c].to_pylist() for c in columns), strict=True))
+    want_table = list(zip(*(want[c].to_pylist() for c in columns), strict=True))
+    assert len(got_table) == len(want_table) > 3000
+    for a, b in zip(got_table, want_table, strict=True):  # in order, NaN equal to NaN, -0.0 told from 0.0
+        assert same([a], [b]), (a, b)
+
+
+def test_a_decoded_dict_that_fails_midway_appends_nothing():
+    columns = HistoryColumns()
+    columns.add_decoded({"a": 1.5}, logged_json)
+
+    def refuse(value):
+        raise ValueError("no text for this")
+
+    with pytest.raises(ValueError, match="no text"):
+        columns.add_decoded({"b": 2.5, "c": "text", "d": 3.5}, refuse)
+    with pytest.raises(TypeError, match="must be str"):
+        columns.add_decoded({"e": 1.0, 7: 2.0}, logged_json)  # json.loads never makes such a key
+    with pytest.raises(TypeError, match="must be str"):
+        columns.add_decoded({"f": "x"}, lambda value: 1)
+    assert columns.count == 1
+    cols, _ = decode_columns(columns.take())
+    assert cols["key"].to_pylist() == ["a"] and cols["value"].to_pylist() == [1.5]

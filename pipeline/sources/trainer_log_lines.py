@@ -157,7 +157,8 @@ def jsonl_row(raw: bytes) -> tuple[int, int | None, dict] | None:
         raise BadLine("bad_step", f"{step_field} {shown(obj[step_field])} is not an integer within 64 bits")
     if step is None:
         raise BadLine("no_step", f"no integer step field ({', '.join(STEP_FIELDS)})")
-    items = {k: v for k, v in obj.items() if k != step_field}
+    del obj[step_field]  # not a value; the others keep their order
+    items = obj
     if isinstance(items.get("data"), dict):  # verl's file logger: {"step": N, "data": {...}}
         items = {**{k: v for k, v in items.items() if k != "data"}, **items["data"]}
     stamp = items.get("_timestamp")

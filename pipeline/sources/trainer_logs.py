@@ -85,7 +85,6 @@ from pipeline.values import (
     MAX_DEPTH,
     depth,
     finite,
-    logged_json,
     may_hold_surrogates,
     without_surrogates,
 )
@@ -259,9 +258,7 @@ class TrainerLogIngest:
 
     def _emit(self, info: RunInfo, step: int, ts_us: int | None, offset: int, items: dict) -> None:
         if items:
-            self.buffer.add_row(
-                info.run_key, step, ts_us, offset, list(items), [logged_json(v) for v in items.values()]
-            )
+            self.buffer.add_decoded(info.run_key, step, ts_us, offset, items)
             info.observe(step, items)
 
     # -- trainer_state.json
