@@ -89,6 +89,31 @@ class DbtProcess:
         self.close()
 
 
+def serialize_ast_parsing() -> None:
+    """Make this process's threads take turns in ``ast.parse``.
+
+    CPython (3.11 here) keeps the ast module's recursion counter per interpreter, not per thread: when two threads
+    build ast objects at once and one gives up the GIL in the middle (a garbage collection running Python code is
+    enough), the other's count goes wrong and ``compile`` raises "SystemError: AST constructor recursion depth
+    mismatch" (python/cpython#106905). dbt's threads do that on every node: Jinja's native rendering calls
+    ``ast.literal_eval`` on what it renders. It failed a build of the test suite once, a node error with nothing
+    wrong in the project or the data. Every ast object here comes through ``ast.parse`` (``literal_eval`` calls it),
+    and parsing is a small part of compiling a node."""
+    import ast
+    import threading
+
+    if getattr(ast.parse, "serialized", False):
+        return
+    parse, lock = ast.parse, threading.Lock()
+
+    def serialized(*args, **kwargs):
+        with lock:
+            return parse(*args, **kwargs)
+
+    serialized.serialized = True  # type: ignore[attr-defined]
+    ast.parse = serialized
+
+
 def _invoke(args: list[str]) -> NoReturn:
     """Run dbt with ``args`` in this process, then leave without the interpreter's teardown."""
     import logging
@@ -99,6 +124,7 @@ def _invoke(args: list[str]) -> NoReturn:
     from dbt.cli.exceptions import DbtUsageException
     from dbt.cli.main import dbtRunner
 
+    serialize_ast_parsing()  # dbt's threads would otherwise race in the ast module (see there)
     try:
         result = dbtRunner().invoke(args)
         code = 0 if result.success else (2 if result.exception is not None else 1)

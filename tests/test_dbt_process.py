@@ -89,3 +89,43 @@ def test_dagster_runs_dbt_through_grpolens_dbt_with_no_adapter_of_its_own(home, 
     invocation = resource.cli(["parse", "--quiet"], target_path=tmp_path / "target").wait()
     assert invocation.is_successful() and invocation.adapter is None
     assert (tmp_path / "target" / "manifest.json").exists()
+
+
+# Two threads turning Python literals into ast objects while garbage collections run Python code (as dbt's threads
+# do when Jinja renders natively); prints how many SystemErrors they hit.
+AST_RACE = """
+import ast, gc, sys, threading, time
+if sys.argv[1] == "guarded":
+    from pipeline.dbt_process import serialize_ast_parsing
+    serialize_ast_parsing()
+sys.setswitchinterval(1e-6)
+gc.callbacks.append(lambda phase, info: sum(range(50)))
+gc.set_threshold(50, 5, 5)
+source = "[" + ",".join(f"({i}, {{'a': [{i}, 'x']}})" for i in range(300)) + "]"
+errors = []
+def work():
+    end = time.monotonic() + float(sys.argv[2])
+    while time.monotonic() < end and not errors:
+        try:
+            ast.literal_eval(source)
+        except SystemError as exc:
+            errors.append(exc)
+threads = [threading.Thread(target=work) for _ in range(2)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(len(errors))
+"""
+
+
+def test_dbts_threads_take_turns_in_the_ast_module():
+    """CPython's ast recursion counter is shared by threads: unguarded, the race fails within ~50 ms here (a dbt
+    node failed with "AST constructor recursion depth mismatch" in the suite once); guarded, it never does."""
+
+    def errors(mode: str, seconds: float) -> int:
+        run = subprocess.run(
+            [sys.executable, "-c", AST_RACE, mode, str(seconds)], capture_output=True, text=True, check=True
+        )
+        return int(run.stdout.strip())
+
+    assert errors("bare", 3.0) > 0, "this interpreter shows no race: the guard has nothing to prove here"
+    assert errors("guarded", 3.0) == 0
