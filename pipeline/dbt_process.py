@@ -97,8 +97,9 @@ def serialize_ast_parsing() -> None:
     enough), the other's count goes wrong and ``compile`` raises "SystemError: AST constructor recursion depth
     mismatch" (python/cpython#106905). dbt's threads do that on every node: Jinja's native rendering calls
     ``ast.literal_eval`` on what it renders. It failed a build of the test suite once, a node error with nothing
-    wrong in the project or the data. Every ast object here comes through ``ast.parse`` (``literal_eval`` calls it),
-    and parsing is a small part of compiling a node."""
+    wrong in the project or the data. The ast objects dbt makes come through ``ast.parse`` (``literal_eval`` calls
+    it; Jinja compiles its templates from source, with no ast objects), and parsing is a small part of compiling a
+    node."""
     import ast
     import threading
 
