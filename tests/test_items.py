@@ -363,7 +363,7 @@ def test_logged_json_is_what_json_dumps_writes():
 
 
 def test_a_decoded_dict_is_appended_as_its_json_texts_would_be():
-    """add_decoded types floats and small ints itself; every column must equal what add() makes of the same values'
+    """add_decoded types floats and int64 integers itself; every column must equal what add() makes of the same values'
     texts (logged_json), row for row, for every kind of value json.loads can give."""
     rng = random.Random(20261127)
     edge = [
