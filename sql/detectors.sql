@@ -72,15 +72,29 @@ having count(*) >= sustain;
 -- of the logs, never below `min_spread`) above it, and above `min_value`. The baseline is the `window` logged
 -- steps before the step (`centered` false) or on both sides of it, the step excluded (`centered` true: a KL level
 -- that moves slowly), and needs `min_baseline` of them. `positive_only`: zeros are not values of this metric
--- (they are left out, not read as log 1e-9). Consecutive spiking steps are one episode: run_key, onset, step_end,
--- steps, worst (largest value), ratio (largest value / level), level (the baseline level at the onset).
+-- (they are left out, not read as log 1e-9). `skip_tied`: steps whose reward groups were all tied are left out too
+-- (frac_reward_zero_std of 1, or a reward_std of 0: no group had an advantage), for a metric that is another
+-- quantity on such steps (the grad norm of the KL term alone). Consecutive spiking steps are one episode: run_key,
+-- onset, step_end, steps, worst (largest value), ratio (largest value / level), level (the baseline level at the
+-- onset).
 create or replace temp macro log_spikes(metric_name, window_steps, centered, mad_factor, min_spread, min_ratio,
-                                        min_baseline, min_value := 0, positive_only := true) as table
-with series as (
-    select run_key, step, value, ln(greatest(value, 1e-9)) as log_value,
-        row_number() over (partition by run_key order by step) as idx
+                                        min_baseline, min_value := 0, positive_only := true,
+                                        skip_tied := false) as table
+with tied as (
+    select distinct run_key, step
     from metrics
-    where metric = metric_name and isfinite(value) and (value > 0 or not positive_only)
+    where skip_tied and isfinite(value)
+        and ((metric = 'frac_reward_zero_std' and value >= 1 - 1e-9) or (metric = 'reward_std' and abs(value) < 1e-9))
+),
+
+series as (
+    select metrics.run_key, metrics.step, metrics.value, ln(greatest(metrics.value, 1e-9)) as log_value,
+        row_number() over (partition by metrics.run_key order by metrics.step) as idx
+    from metrics
+    left join tied on metrics.run_key = tied.run_key and metrics.step = tied.step
+    where metrics.metric = metric_name  -- noqa: RF02
+        and isfinite(metrics.value) and (metrics.value > 0 or not positive_only)  -- noqa: RF02
+        and tied.step is null
 ),
 
 framed as (

@@ -383,6 +383,21 @@ def _tiny_runs(root: Path, logs: Path) -> None:
             {"benchmark/reward_mean": 0.31, "benchmark/step": b, "timing_s/step": 49.0 + (b % 3)},
         ]
     write_run(root, rows, run_id="benchdup", name="benchdouble")
+    # TRL on prompts the model mostly solves: on ~60 % of the steps every group is tied, and the grad norm is the KL
+    # term's alone (~0.004 against ~3); one real spike (40) at step 49. Once with frac_reward_zero_std, once (older
+    # TRL) with reward_std only.
+    for run_id, name, tied_key in (("tiedgrd1", "tiedgrads", "frac"), ("tiedstd1", "tiedstd", "std")):
+        rows = []
+        for i in range(80):
+            tied = (i * 7) % 10 < 6 and i != 49
+            grad = 40.0 if i == 49 else 0.004 * (1 + 0.5 * math.sin(i)) if tied else 3.0 * (1 + 0.3 * math.sin(i))
+            row = {"train/reward": 0.9, "train/grad_norm": grad, "train/global_step": i + 1}
+            if tied_key == "frac":
+                row["train/frac_reward_zero_std"] = 1.0 if tied else 0.25
+            else:
+                row["train/reward_std"] = 0.0 if tied else 0.3
+            rows.append(row)
+        write_run(root, rows, run_id=run_id, name=name)
     # TRL: the format reward fires until step 19, then the policy drops the format for good; accuracy stays high
     write_run(
         root,
@@ -520,6 +535,8 @@ def tiny(tmp_path_factory):
         ("reward_component_dead", "formatdrop", 20, 26),
         ("reward_hacking", "penalty", 15, 15),
         ("reward_collapse", "coarse", 150, 150),
+        ("grad_norm_spike", "tiedgrads", 49, 49),
+        ("grad_norm_spike", "tiedstd", 49, 49),
         ("response_truncation", "pinned", 10, 13),
         ("elo_gap_shrinking", "league", 60, 95),
         ("elo_base_model_not_declining", "league", 50, 50),

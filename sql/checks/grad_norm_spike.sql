@@ -13,6 +13,9 @@
 -- param min_baseline = 10    -- logged steps needed before a baseline counts
 -- Grad norms are roughly log-normal, so the baseline lives in log space: a 2x bump on a noisy run and a 2x bump
 -- on a quiet one are judged against each run's own spread. Consecutive spiking steps are one episode.
+-- A step whose reward groups were all tied (frac_reward_zero_std 1, or reward_std 0) is neither a baseline nor a
+-- spike: with no advantage its gradient is the KL term's alone, a thousand times smaller, so on a run that solves
+-- most prompts the ordinary steps between such steps would read as spikes (a real TRL run: 17 false errors).
 select
     run_key,
     'grad_norm_spike' as check_name,
@@ -25,4 +28,4 @@ select
     printf('grad norm jumped to %.3g at step %d, %.1fx its recent median of %.3g (%d logged step%s); clip '
            || 'gradients, lower the learning rate, and look for a bad batch or diverging KL at that step',
            worst, onset, ratio, level, steps, case when steps = 1 then '' else 's' end) as message
-from log_spikes('grad_norm', $window, false, $mad_factor, 0.05, $min_ratio, $min_baseline)
+from log_spikes('grad_norm', $window, false, $mad_factor, 0.05, $min_ratio, $min_baseline, skip_tied := true)
