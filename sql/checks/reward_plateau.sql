@@ -21,11 +21,12 @@
 -- * never improved (warn): the last third of the run is not significantly above its first tenth (Welch t < t_gain)
 --   nor below it (a fall is reward_collapse's), judged over the whole run, so short and coarse logs (25-50
 --   points) are judged too;
--- * converged (info): after a significant rise, a flat window (below); the message states the gain. A rise that
---   stops is convergence as far as the reward alone can tell: telling a stall "far below where its trend was
---   heading" from it took shape rules that fired on level shifts and noisy saturation in runs nobody here wrote;
---   the causes (entropy collapse, zero-variance groups, a KL penalty too strong) are what other checks flag. Flat
---   windows less than half a window apart are one plateau; step_end is set when the reward rose (or fell) again.
+-- * converged (info): after a significant rise, a flat window (below) above the first tenth's mean (a flat stretch
+--   before a late rise is not where the run converged); the message states the gain. A rise that stops is
+--   convergence as far as the reward alone can tell: telling a stall "far below where its trend was heading" from
+--   it took shape rules that fired on level shifts and noisy saturation in runs nobody here wrote; the causes
+--   (entropy collapse, zero-variance groups, a KL penalty too strong) are what other checks flag. Flat windows
+--   less than half a window apart are one plateau; step_end is set when the reward rose (or fell) again.
 with reward as (
     select
         run_key, step, value,
@@ -202,4 +203,4 @@ select
            || 'trend over %d logged steps, t = %.1f)', g.first_mean, o.level, o.onset, o.w, o.t) as message
 from onsets as o
 join gains as g using (run_key)
-where g.t_rise >= $t_gain
+where g.t_rise >= $t_gain and o.level > g.first_mean
