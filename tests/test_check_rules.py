@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -398,6 +399,18 @@ def _tiny_runs(root: Path, logs: Path) -> None:
                 row["train/reward_std"] = 0.0 if tied else 0.3
             rows.append(row)
         write_run(root, rows, run_id=run_id, name=name)
+    # a reward that starts at 0.40, settles flat at 0.38 and only rises (to ~0.45) over its last 90 steps: it
+    # improved, but the flat stretch sits below where it started, so that stretch is not where it converged
+    noise = random.Random(3)
+    write_run(
+        root,
+        [
+            {"train/reward": (0.40 if i < 30 else 0.38 + max(0, i - 210) * 0.0008) + noise.gauss(0, 0.008)}
+            for i in range(300)
+        ],
+        run_id="laterise",
+        name="laterise",
+    )
     # TRL: the format reward fires until step 19, then the policy drops the format for good; accuracy stays high
     write_run(
         root,
@@ -576,6 +589,13 @@ def test_targeted_details(tiny):
     assert bench["metric"] == "benchmark/step" and bench["value"] == 15
     (restart,) = tiny("duplicate_steps")["restarted"]
     assert restart["metric"] == "history.versions" and restart["value"] == 10
+
+
+def test_a_flat_stretch_below_the_start_is_not_a_convergence(tiny):
+    """The run improved overall (its last third is well above its first tenth) after a long flat stretch lower than
+    where it started: "converged: it rose from 0.40 to about 0.38" would contradict itself, and "never improved"
+    would be false."""
+    assert tiny("reward_plateau")["laterise"] == []
 
 
 def test_stale_heartbeat_by_age(tiny):
