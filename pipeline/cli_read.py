@@ -74,15 +74,19 @@ def cmd_check(args, settings: Settings) -> int:
             labels = run_lookup.labels(con)
         finally:
             con.close()
-        for line in terminal.check_table(rows, labels, terminal.width(sys.stdout), terminal.colour_enabled(sys.stdout)):
+        shown = checks_mod.fold_recurring(rows)  # each episode stays in the JSON
+        for line in terminal.check_table(
+            shown, labels, terminal.width(sys.stdout), terminal.colour_enabled(sys.stdout)
+        ):
             print(line)
-        counts = {sev: sum(r["severity"] == sev for r in rows) for sev in checks_mod.SEVERITIES}
+        counts = {sev: sum(r["severity"] == sev for r in shown) for sev in checks_mod.SEVERITIES}
         colour = terminal.colour_enabled(sys.stderr)
         said = [
             terminal.paint(f"{counts[sev]} {word}", sev, colour and counts[sev] > 0)
             for sev, word in (("error", "errors"), ("warn", "warnings"), ("info", "info"))
         ]
-        say(f"{len(outcomes)} checks: " + ", ".join(said))
+        folded = f" ({len(rows)} flags, repeats folded; `--format json` lists each)" if len(shown) < len(rows) else ""
+        say(f"{len(outcomes)} checks: " + ", ".join(said) + folded)
         if run_key is not None:
             say(run_lookup.verdict_line(settings, run_key, outcomes, rows, colour))
     for outcome in outcomes:

@@ -124,6 +124,58 @@ def test_not_applicable_names_the_missing_metric(home, tmp_path):
     ]
 
 
+def test_recurring_episodes_fold_into_one_row_for_reading():
+    """Three or more episodes of one rule on one run at one severity read as one row at the first one's place: it
+    spans them all (open when any is), and its message is the longest's (an open one counts as far as the others
+    reach: how long it lasts is not known) with how many there were. Fewer episodes, other severities and rows of
+    no step stay as they are; the rows given are not changed."""
+
+    def flag(check, step, end, severity="warn", run="r1", message=None):
+        message = message or f"{check} from step {step}; do something"
+        return {
+            "run_key": run,
+            "check_name": check,
+            "severity": severity,
+            "step": step,
+            "step_end": end,
+            "message": message,
+        }
+
+    rows = [
+        flag("reward_zero_variance", 5, 9),
+        flag("kl_spike", 7, 7),
+        flag("reward_zero_variance", 20, 40),
+        flag("reward_zero_variance", 50, 55, severity="error"),
+        flag("kl_spike", 30, 30),
+        flag("reward_zero_variance", 60, None),
+        flag("reward_zero_variance", 62, 70, run="r2"),
+        {**flag("extraction_empty_high", None, None, run=None), "dataset": "d"},
+    ]
+    before = [dict(r) for r in rows]
+    shown = checks.fold_recurring(rows)
+    assert rows == before
+    assert [(r["run_key"], r["check_name"], r["step"]) for r in shown] == [
+        ("r1", "reward_zero_variance", 5),
+        ("r1", "kl_spike", 7),
+        ("r1", "reward_zero_variance", 50),
+        ("r1", "kl_spike", 30),
+        ("r2", "reward_zero_variance", 62),
+        (None, "extraction_empty_high", None),
+    ]
+    folded = shown[0]
+    assert folded["episodes"] == 3 and folded["step_end"] is None and folded["severity"] == "warn"
+    assert folded["message"] == (
+        "reward_zero_variance from step 20 (the longest of 3 episodes from step 5 to the end); do something"
+    )
+    closed = checks.fold_recurring([flag("kl_spike", s, s + 1) for s in (3, 10, 20)], "check_name")
+    assert len(closed) == 1 and (closed[0]["step"], closed[0]["step_end"]) == (3, 21)
+    in_a_report = [
+        {**flag("kl_spike", s, s), "check": "kl_spike", "consequence_of": c}
+        for s, c in ((1, None), (2, "x"), (3, None), (4, "x"), (5, None))
+    ]
+    assert [r.get("episodes") for r in checks.fold_recurring(in_a_report, "check")] == [3, None, None]
+
+
 def test_the_readme_table_lists_every_rule_with_its_thresholds():
     """README's check table is the rules' headers: a threshold changed in a rule file must change there too."""
     from pipeline.settings import PROJECT_ROOT

@@ -198,6 +198,33 @@ def test_runs_with_little_to_judge_get_a_report_that_says_why(tmp_path):
     assert nonfinite["verdict"] == "unhealthy" and nonfinite["root_cause"]["check"] == "loss_nonfinite"
 
 
+def test_a_condition_that_comes_and_goes_is_one_line_in_text_and_every_episode_in_json(tmp_path):
+    """Every group tied on 20 steps in 40, over 200 steps: five episodes of reward_zero_variance. The check table,
+    the report's findings and its verdict line fold them into one (which says how many); the JSON outputs and the
+    anomalies table keep each."""
+    rows = [
+        {"step": s, "reward": 0.5 + 0.01 * math.sin(s), "frac_reward_zero_std": 0.9 if (s // 20) % 2 else 0.1}
+        for s in range(200)
+    ]
+    _jsonl(tmp_path / "logs" / "flicker" / "metrics.jsonl", rows)
+    env = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_TRAINER_LOGS": str(tmp_path / "logs")}
+    grpolens("refresh", env=env, check=True)
+    listed = grpolens("check", env=env, check=True)
+    lines = [line for line in listed.stdout.splitlines() if "reward_zero_variance" in line]
+    assert len(lines) == 1 and "step 24+" in lines[0], listed.stdout
+    assert "(the longest of 5 episodes from step 24 to the end)" in listed.stdout
+    assert "0 errors, 2 warnings, 0 info (6 flags, repeats folded;" in listed.stderr
+    flags = json.loads(grpolens("check", "--format", "json", env=env, check=True).stdout)
+    assert sorted(f["step"] for f in flags if f["check_name"] == "reward_zero_variance") == [24, 64, 104, 144, 184]
+    doc = report_json(Settings(home=tmp_path / "home"), "flicker")
+    assert [f["step"] for f in doc["findings"] if f["check"] == "reward_zero_variance"] == [24, 64, 104, 144, 184]
+    bad = [b for b in doc["sections"]["good_bad_ugly"]["bad"] if b.startswith("reward_zero_variance")]
+    assert len(bad) == 1 and "5 episodes" in bad[0]
+    assert doc["summary"] == "reward_zero_variance from step 24 (and 4 more times), with 1 consequence", doc["summary"]
+    markdown = Path(doc["files"]["markdown"]).read_text(encoding="utf-8")
+    assert markdown.count("| warn | reward_zero_variance |") == 1 and "(5 episodes)" in markdown
+
+
 @pytest.mark.slow
 def test_batch_redraws_only_the_runs_that_changed(tmp_path):
     logs = tmp_path / "logs"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from pipeline.checks import fold_recurring
+
 VERDICT_MARK = {"healthy": "HEALTHY", "watch": "WATCH", "unhealthy": "UNHEALTHY"}
 
 
@@ -62,7 +64,10 @@ def render(doc: dict, out_dir: Path) -> str:
         consequences = [f for f in doc["findings"] if f["consequence_of"] == root["check"]]
         if consequences:
             lines += ["", f"Consequences (starting within {doc['story_window_steps']:.0f} steps of it):"]
-            lines += [f"- `{f['check']}` ({f['severity']}) from step {f['step']}: {f['message']}" for f in consequences]
+            lines += [
+                f"- `{f['check']}` ({f['severity']}) from step {f['step']}: {f['message']}"
+                for f in fold_recurring(consequences, "check")
+            ]
         lines.append("")
     lines += ["**Recommendation:**", ""]
     lines += [f"{i}. {a['text']} — for {', '.join(a['because'])}" for i, a in enumerate(doc["actions"], 1)] or [
@@ -91,8 +96,12 @@ def _findings(doc: dict) -> list[str]:
     if not doc["findings"]:
         return []
     rows = [
-        dict(f, step=f"{f['step']}-{f['step_end']}" if f["step_end"] is not None else f"{f['step']}+")
-        for f in doc["findings"]
+        dict(
+            f,
+            step=(f"{f['step']}-{f['step_end']}" if f["step_end"] is not None else f"{f['step']}+")
+            + (f" ({f['episodes']} episodes)" if f.get("episodes") else ""),
+        )
+        for f in fold_recurring(doc["findings"], "check")
     ]
     return ["## Findings", ""] + table(
         rows,

@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.checks import Check
+from pipeline.checks import Check, fold_recurring
 from pipeline.report import frames, markdown, sections, story
 
 RUN_KEY_FILE = ".run_key"  # in a report folder: whose report it is, so two runs with one name never share a folder
@@ -117,13 +117,19 @@ def _summary(told: story.Story) -> str:
             if told.verdict == "healthy"
             else "only findings without an onset step"
         )
-    others = sum(f["consequence_of"] == told.root["check"] for f in told.findings)
-    more = sum(
-        f["severity"] in ("warn", "error") and f is not told.root and not f["consequence_of"] for f in told.findings
-    )
-    tail = f", with {others} consequence{'s' * (others != 1)}" if others else ""
+    root = told.root
+    again = [  # the root cause's own rule, flagging again later (a condition that comes and goes)
+        f
+        for f in told.findings
+        if f is not root and f["check"] == root["check"] and f["severity"] != "info" and not f["consequence_of"]
+    ]
+    rest = fold_recurring([f for f in told.findings if f is not root and all(f is not a for a in again)], "check")
+    others = sum(f["consequence_of"] == root["check"] for f in rest)
+    more = sum(f["severity"] in ("warn", "error") and not f["consequence_of"] for f in rest)
+    tail = f" (and {len(again)} more time{'s' * (len(again) != 1)})" if again else ""
+    tail += f", with {others} consequence{'s' * (others != 1)}" if others else ""
     tail += f"; {more} other finding{'s' * (more != 1)}" if more else ""
-    return f"{told.root['check']} from step {told.root['step']}{tail}"
+    return f"{root['check']} from step {root['step']}{tail}"
 
 
 def _samples(con, run_key: str, root: dict | None) -> dict:

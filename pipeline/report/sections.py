@@ -336,6 +336,9 @@ def not_judged(data: RunData, rules) -> list[dict]:
 
 def good_bad_ugly(data: RunData, dynamics: dict, findings: list[dict]) -> dict:
     """The W&B GRPO report's three headings: what went well, what limits the run (warn), what broke (error)."""
+    from pipeline.checks import fold_recurring
+
+    findings = fold_recurring(findings, "check")
     good = []
     for name in ("reward_mean", "task_score"):
         summary = dynamics.get(name) or {}
