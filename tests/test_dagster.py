@@ -312,6 +312,32 @@ def test_anomalies_show_every_flag_by_run_name_with_rounded_values(refreshed):
     assert numbers and all(_significant_digits(n) <= 3 for n in numbers), numbers
 
 
+def test_a_flag_table_shows_a_rules_recurring_episodes_on_a_run_as_one_row():
+    from pipeline.assets.health import flags_table
+
+    def flag(run, step, end):
+        return {
+            "run_key": run,
+            "check_name": "reward_zero_variance",
+            "severity": "warn",
+            "step": step,
+            "step_end": end,
+            "metric": "frac_reward_zero_std",
+            "value": 0.7,
+            "threshold": 0.5,
+            "message": f"tied from step {step}; advice",
+        }
+
+    names = {"k1": "long-run", "k2": "short-run"}
+    rows = _table_rows(flags_table([flag("k1", s, s + 5) for s in (10, 40, 70, 100)] + [flag("k2", 3, 9)], names))
+    assert [(r["run"], r["onset step"], r["until step"], r["episodes"]) for r in rows] == [
+        ("long-run", "10", "105", "4"),
+        ("short-run", "3", "9", "1"),
+    ]
+    once = _table_rows(flags_table([flag("k2", 3, 9)], names))
+    assert "episodes" not in once[0]  # the column appears only when something recurs
+
+
 def test_an_asset_check_lists_every_flagged_run_with_its_threshold(refreshed):
     _, _, evaluations = refreshed
     collapse = evaluations["response_length_collapse"]

@@ -1,8 +1,8 @@
 """Training-health checks in Dagster: the `anomalies` table as an asset, and one asset check per rule on the
 table that rule reads. The asset runs the rules (on the runs that changed); the asset checks come after it and read
 its table, so a refresh runs every rule once. Both list every flag as a Markdown table by run name (what people call
-a run, not its run_key), values to 3 significant digits, so the UI answers "which runs, how bad, against what
-threshold" without a trip to `grpolens check`."""
+a run, not its run_key; a rule's recurring episodes on a run as one row), values to 3 significant digits, so the UI
+answers "which runs, how bad, against what threshold" without a trip to `grpolens check`."""
 
 import math
 from collections import Counter
@@ -57,14 +57,23 @@ def run_names(con) -> dict[str, str]:
 
 def flags_table(rows: list[dict], names: dict[str, str], with_check: bool = False, with_message: bool = False) -> str:
     """Every flag as one Markdown row: where (run name, or dataset and hours for an event-mart flag), severity, onset
-    and end step, value and threshold to 3 significant digits; errors first."""
+    and end step, value and threshold to 3 significant digits; errors first. A rule's recurring episodes on a run
+    are one row (checks.fold_recurring) with their number in an `episodes` column."""
     from pipeline.report.markdown import table
 
     if not rows:
         return "No flags."
-    ordered = sorted(rows, key=lambda r: (SEVERITY_ORDER.get(r["severity"], 3), _where(r, names), r["check_name"]))
+    folded = checks.fold_recurring(rows)
+    ordered = sorted(folded, key=lambda r: (SEVERITY_ORDER.get(r["severity"], 3), _where(r, names), r["check_name"]))
+    episodes = len(folded) < len(rows)
     shown = [
-        {**row, "where": _where(row, names), "value": rounded(row["value"]), "threshold": rounded(row["threshold"])}
+        {
+            **row,
+            "where": _where(row, names),
+            "value": rounded(row["value"]),
+            "threshold": rounded(row["threshold"]),
+            "episodes": row.get("episodes", 1),
+        }
         for row in ordered[:MAX_TABLE_ROWS]
     ]
     columns = [
@@ -73,6 +82,7 @@ def flags_table(rows: list[dict], names: dict[str, str], with_check: bool = Fals
         "severity",
         "step",
         "step_end",
+        *(["episodes"] if episodes else []),
         "metric",
         "value",
         "threshold",
@@ -84,14 +94,15 @@ def flags_table(rows: list[dict], names: dict[str, str], with_check: bool = Fals
         "severity",
         "onset step",
         "until step",
+        *(["episodes"] if episodes else []),
         "metric",
         "value",
         "threshold",
         *(["message"] if with_message else []),
     ]
     lines = table(shown, columns, headers)
-    if len(rows) > MAX_TABLE_ROWS:
-        lines.append(f"… and {len(rows) - MAX_TABLE_ROWS} more: `grpolens check` lists them all.")
+    if len(ordered) > MAX_TABLE_ROWS:
+        lines.append(f"… and {len(ordered) - MAX_TABLE_ROWS} more: `grpolens check` lists them all.")
     return "\n".join(lines).rstrip()
 
 
