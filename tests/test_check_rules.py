@@ -370,6 +370,14 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         name="pinned",
         config={"max_completion_length": 512},
     )
+    # the same, but the mean reaches the limit on one logged step in four only (every response cut on those)
+    write_run(
+        root,
+        [{"train/reward": 0.5, "train/completion_length": 510.0 if i % 4 == 3 else 300.0 + i} for i in range(40)],
+        run_id="pinned02",
+        name="sometimes",
+        config={"max_completion_length": 512},
+    )
     # TRL: two log calls per trainer step with the same keys
     rows = []
     for g in range(1, 21):
@@ -580,7 +588,10 @@ def test_targeted_details(tiny):
     assert dead["metric"] == "train/rewards/format_reward/mean" and dead["value"] == 0
     (pinned,) = tiny("response_truncation")["pinned"]
     assert pinned["metric"] == "response_length_mean" and pinned["severity"] == "error"
-    assert "at the maximum" in pinned["message"]
+    assert "at the maximum" in pinned["message"] and "of the logged steps" not in pinned["message"]
+    (sometimes,) = tiny("response_truncation")["sometimes"]
+    assert sometimes["severity"] == "error" and sometimes["value"] == 0.25
+    assert "was at the maximum (510 tokens) on up to 25% of the logged steps (over 20 steps)" in sometimes["message"]
     (double,) = tiny("duplicate_steps")["doublelog"]
     assert double["metric"] == "train/global_step" and double["value"] == 20
     (penalty,) = tiny("reward_hacking")["penalty"]

@@ -10,13 +10,17 @@
 -- param smooth = 20          -- judged on the mean share of the last this many logged steps (a pooled share:
 --                               sparse truncation, 1 of 2 samples on a few steps, still adds up)
 -- param sustain = 3          -- for at least this many consecutive logged steps
+-- param min_window = 5       -- how bad an episode is is judged on windows of at least this many logged steps (the
+--                               run's first steps have shorter ones: one cut batch at step 1 alone reads as 100 %)
 -- param pinned_share = 0.95  -- without a truncation metric: mean length at this share of the maximum = pinned
 -- param ceiling_steps = 3    -- without a configured limit: the mean length sitting exactly on its own maximum on
 --                               this many logged steps (and 5% of them) reveals the cap (a free mean peaks once)
 -- The truncated share is response_clip_ratio (verl response_length/clip_ratio, TRL completions/clipped_ratio).
--- Runs that log no such metric fall back to "mean length pinned at the maximum": the configured limit
--- (TRL max_completion_length, verl data.max_response_length), else the longest response_length_max logged, else
--- a ceiling the mean length itself keeps hitting (older TRL logs only completion_length).
+-- Runs that log no such metric fall back to "mean length pinned at the maximum": on a step whose mean length is at
+-- the limit nearly every response was cut, and the share judged is that of such steps (the message says so when
+-- not every step is one). The limit is the configured one (TRL max_completion_length, verl
+-- data.max_response_length), else the longest response_length_max logged, else a ceiling the mean length itself
+-- keeps hitting (older TRL logs only completion_length).
 with clip as (
     select run_key, step, value
     from metrics
@@ -71,9 +75,10 @@ smoothed as (
         *,
         row_number() over (partition by run_key order by step) as idx,
         count(*) over (partition by run_key) as n,
-        avg(share) over (partition by run_key order by step rows between $smooth - 1 preceding and current row)
-            as level
+        avg(share) over recent as level,
+        count(*) over recent as k
     from shares
+    window recent as (partition by run_key order by step rows between $smooth - 1 preceding and current row)
 ),
 
 high as (
@@ -91,7 +96,7 @@ episodes as (
         max(idx) as last_idx,
         any_value(n) as n,
         count(*) as steps,
-        max(level) as worst,
+        coalesce(max(level) filter (where k >= least($min_window, n)), max(level)) as worst,
         max(mean_length) as mean_length
     from high
     group by run_key, episode
@@ -112,9 +117,14 @@ select
             printf('%.0f%% of responses were cut at the maximum length (over %d steps) from step %d; their '
                    || 'rewards and advantages are computed on unfinished answers: raise the length limit, '
                    || 'add an overlong penalty, or mask truncated samples', 100 * worst, $smooth::bigint, onset)
-        else
+        when worst >= $pinned_share then
             printf('mean response length sat at the maximum (%.0f tokens) from step %d for %d logged steps: '
                    || 'nearly every response is cut off; raise the length limit or penalise overlong answers',
                    mean_length, onset, steps)
+        else
+            printf('mean response length was at the maximum (%.0f tokens) on up to %.0f%% of the logged steps '
+                   || '(over %d steps) from step %d, for %d logged steps: on those steps nearly every response '
+                   || 'was cut off; raise the length limit or penalise overlong answers', mean_length, 100 * worst,
+                   $smooth::bigint, onset, steps)
     end as message
 from episodes
