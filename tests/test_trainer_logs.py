@@ -539,6 +539,33 @@ def test_a_console_log_next_to_trainer_state_is_left_to_the_state_file(tmp_path)
     assert [p.name for p, _kind in found.logs] == ["other.log"] and list(found.snapshots) == [str(out.resolve())]
 
 
+def test_a_log_named_on_its_own_is_read_whatever_its_suffix(tmp_path):
+    """A terminal capture saved as Markdown (a public TRL fork saves run_terminal.md) and a log without a suffix are
+    console logs when named as files; a folder scan keeps to the log suffixes (folders hold READMEs), and a binary
+    file named on its own is not read but reported."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    capture = runs / "run_terminal.md"
+    capture.write_text(
+        "# Terminal output\n\n```text\n{'loss': 0.1, 'reward': 0.25, 'epoch': 0.1}\n"
+        "{'loss': 0.2, 'reward': 0.5, 'epoch': 0.2}\n```\n"
+    )
+    bare = runs / "train_log"
+    bare.write_text("step:1 - critic/score/mean:0.75\n")
+    blob = runs / "weights.bin"
+    blob.write_bytes(b"\0\1{'loss': 1.0}\n")
+    assert trainer_logs.discover([runs]).logs == []
+    found = trainer_logs.discover([capture, bare, blob])
+    assert sorted((p.name, kind) for p, kind in found.logs) == [
+        ("run_terminal.md", "console"),
+        ("train_log", "console"),
+    ]
+    report = trainer_logs.ingest(tmp_path / "lake", [capture, bare, blob])
+    assert report.files_read == 2 and [(i.path, i.kind) for i in report.issues] == [(str(blob), "not_a_log")]
+    rows = {(r[1], r[2]): r[3] for r in history(tmp_path / "lake")}
+    assert rows[(1, "reward")] == 0.25 and rows[(2, "reward")] == 0.5 and rows[(1, "critic/score/mean")] == 0.75
+
+
 def test_ray_tagged_verl_lines_and_slurm_out_files_are_read(tmp_path):
     """verl's driver prints through Ray: its metric lines start with a colour code and the printing process's tag.
     A SLURM job's captured stdout is a .out file."""

@@ -67,6 +67,17 @@ def _kind(name: str) -> str | None:
     return None
 
 
+def _text(path: Path) -> bool:
+    """No NUL byte in the first 8 KiB. A file someone names (a terminal capture saved as run_terminal.md, as a public
+    TRL fork does; a log without a suffix) is read as a console log: a folder scan keeps to the suffixes, since a
+    folder also holds READMEs and configs, but a name given is a log given. A binary file given is not read."""
+    try:
+        with open(path, "rb") as fh:
+            return b"\0" not in fh.read(8192)
+    except OSError:
+        return False
+
+
 def state_run_dir(path: Path) -> Path:
     """A ``trainer_state.json``'s run: the output folder holding the ``checkpoint-*`` folders, or its own folder."""
     return path.parent.parent if _CHECKPOINT.match(path.parent.name) else path.parent
@@ -82,10 +93,16 @@ def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None) -> F
     logs: dict[str, str] = {}
     snapshots: dict[str, set[str]] = {}
 
-    def add(full: Path) -> None:
+    def add(full: Path, named: bool = False) -> None:
         kind = _kind(full.name)
-        if kind is None or not files.regular(full, skipped):
+        if (kind is None and not named) or not files.regular(full, skipped):
             return
+        if kind is None:  # a file named on its own: a console log whatever its suffix, unless it is binary
+            if not _text(full):
+                if skipped is not None:
+                    skipped.append(FileIssue(str(full), 0, 0, "not_a_log", "a binary file, not a log: not read"))
+                return
+            kind = "console"
         real = os.path.realpath(full)
         if kind == "trainer_state":
             snapshots.setdefault(str(state_run_dir(Path(real))), set()).add(real)
@@ -95,7 +112,7 @@ def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None) -> F
     for root in roots:
         root = Path(root)
         if root.is_file():
-            add(root)
+            add(root, named=True)
             continue
         for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
             dirnames[:] = sorted(

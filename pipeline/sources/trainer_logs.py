@@ -17,7 +17,8 @@ Formats, and why each is read the way it is:
   verl's file logger ``{"step": N, "data": {...}}``. Keys are kept as the file writes them (a nested dict value is
   spread over ``key.sub`` keys by the lake's decoder, as for W&B). ``_timestamp`` (seconds, as W&B writes it) gives
   the row's time. A bad line is skipped and reported (``bad_line``/``no_step`` with its byte offset), never fatal.
-- **Console logs** (``*.log``, ``*.txt``), read where that is all there is (not next to the run's
+- **Console logs** (``*.log``, ``*.txt``, ``*.out``, or any text file named on its own rather than found in a
+  folder), read where that is all there is (not next to the run's
   ``trainer_state.json``, which holds the same entries unrounded). Only two kinds of line mean anything; the rest
   (tqdm bars, pretty-printed dicts spread over lines, warnings, checkpoint messages) is ignored. A file's first
   such line fixes its format:
