@@ -10,6 +10,7 @@ from typing import cast
 
 import polars as pl
 
+from pipeline.checks import fold_recurring
 from pipeline.report import stats
 from pipeline.report.frames import CORE_METRICS, RunData
 
@@ -336,8 +337,6 @@ def not_judged(data: RunData, rules) -> list[dict]:
 
 def good_bad_ugly(data: RunData, dynamics: dict, findings: list[dict]) -> dict:
     """The W&B GRPO report's three headings: what went well, what limits the run (warn), what broke (error)."""
-    from pipeline.checks import fold_recurring
-
     findings = fold_recurring(findings, "check")
     good = []
     for name in ("reward_mean", "task_score"):
