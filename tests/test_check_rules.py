@@ -383,6 +383,12 @@ def _tiny_runs(root: Path, logs: Path) -> None:
     for g in range(1, 21):
         rows += [{"train/loss": 0.01 * g, "train/global_step": g}, {"train/loss": 0.011 * g, "train/global_step": g}]
     write_run(root, rows, run_id="double01", name="doublelog")
+    # TRL's profiling: each timed call logs its own row with the step counter, several a step, by design
+    rows = []
+    for g in range(1, 21):
+        rows += [{"profiling/Time taken: GRPOTrainer._prepare_inputs": 0.1 * k, "train/global_step": g} for k in (1, 2)]
+        rows.append({"train/loss": 0.01 * g, "train/global_step": g})
+    write_run(root, rows, run_id="profile1", name="profiled")
     # a benchmark loop logging twice per its own counter (benchmark/step, no *global_step*); timing_s/step is a
     # duration whose whole values go up and down: not a counter
     rows = []
@@ -598,6 +604,7 @@ def test_targeted_details(tiny):
     assert penalty["step_end"] == 47 and penalty["value"] == -1.0 and "fired on 3 of 60" in penalty["message"]
     (bench,) = tiny("duplicate_steps")["benchdouble"]
     assert bench["metric"] == "benchmark/step" and bench["value"] == 15
+    assert tiny("duplicate_steps")["profiled"] == []
     (restart,) = tiny("duplicate_steps")["restarted"]
     assert restart["metric"] == "history.versions" and restart["value"] == 10
 

@@ -18,7 +18,8 @@
 --   `*_step`: train/global_step, benchmark/step, trainer/step; not W&B's own `_step`) whose values are integers that
 --   never decrease over the run (`timing_s/step` is a duration, not a counter). TRL's evaluation rows repeat
 --   train/global_step too, but share no key with the training row except the counter and the epoch, so they are
---   not duplicates.
+--   not duplicates; nor are TRL's `profiling/Time taken: ...` timings, logged once per call by design (several
+--   calls a step: a public TRL RAG run logs 1,297 rows over 80 steps so).
 with repeated_rows as (
     select
         run_key,
@@ -67,7 +68,7 @@ double_logged as (
     join shared_steps using (run_key, counter_key, trainer_step)
     join history as h on c.run_key = h.run_key and c.step = h.step
     where h.key not in (select k.key from counter_keys as k where k.run_key = c.run_key)
-        and h.key not like '%epoch' and not starts_with(h.key, '_')
+        and h.key not like '%epoch' and not starts_with(h.key, '_') and not starts_with(h.key, 'profiling/')
     group by c.run_key, c.counter_key, c.trainer_step
     having count(*) > count(distinct h.key)  -- some key appears at two of those W&B steps
 ),
