@@ -123,7 +123,8 @@ def _summary(told: story.Story) -> str:
         for f in told.findings
         if f is not root and f["check"] == root["check"] and f["severity"] != "info" and not f["consequence_of"]
     ]
-    rest = fold_recurring([f for f in told.findings if f is not root and all(f is not a for a in again)], "check")
+    told_apart = {id(root)} | {id(f) for f in again}
+    rest = fold_recurring([f for f in told.findings if id(f) not in told_apart], "check")
     others = sum(f["consequence_of"] == root["check"] for f in rest)
     more = sum(f["severity"] in ("warn", "error") and not f["consequence_of"] for f in rest)
     tail = f" (and {len(again)} more time{'s' * (len(again) != 1)})" if again else ""

@@ -10,7 +10,7 @@
 -- param smooth = 20          -- judged on the mean share of the last this many logged steps (a pooled share:
 --                               sparse truncation, 1 of 2 samples on a few steps, still adds up)
 -- param sustain = 3          -- for at least this many consecutive logged steps
--- param min_window = 5       -- how bad an episode is is judged on windows of at least this many logged steps (the
+-- param min_window = 5       -- an episode's worst share counts windows of at least this many logged steps (the
 --                               run's first steps have shorter ones: one cut batch at step 1 alone reads as 100 %)
 -- param pinned_share = 0.95  -- without a truncation metric: mean length at this share of the maximum = pinned
 -- param ceiling_steps = 3    -- without a configured limit: the mean length sitting exactly on its own maximum on
