@@ -90,6 +90,13 @@ def ingest_path(settings: Settings, path: Path) -> str:
     else:
         reports = ingest(replace(settings, trainer_logs=(root,)), ("trainer_log",), progress=say)
     _fail_if_misconfigured(reports)
+    none_found = UserError(
+        f"no run found in {path} (a W&B run folder, a .wandb file, a trainer_state.json, a JSONL metrics file or a "
+        "console log)"
+    )
+    touched = [run for report in reports.values() for run in getattr(report, "runs_touched", None) or []]
+    if not touched and not settings.duckdb_path.exists():
+        raise none_found  # nothing read and no warehouse that could hold it from before: no build to wait for
     if not warehouse.is_up_to_date(settings):
         warehouse.build(settings, progress=say, stamp=False)
         check_warehouse(settings)
@@ -105,10 +112,7 @@ def ingest_path(settings: Settings, path: Path) -> str:
         if any(Path(f) == target or Path(f).is_relative_to(target) for f in files or [])
     ]
     if not inside:
-        raise UserError(
-            f"no run found in {path} (a W&B run folder, a .wandb file, a trainer_state.json, a JSONL "
-            "metrics file or a console log)"
-        )
+        raise none_found
     if len(inside) > 1:
         raise UserError(f"{path} holds {len(inside)} runs; name one: " + ", ".join(n or k for k, n in inside))
     return inside[0][0]

@@ -168,6 +168,15 @@ def test_a_real_run_given_as_a_path(tmp_path):
     assert any(n["what"] == "the end of the run" for n in doc["sections"]["not_judged"])  # no exit record: running
 
 
+def test_a_path_that_holds_no_run_is_said_so_without_building_a_warehouse(tmp_path):
+    notes = tmp_path / "notes.md"
+    notes.write_text("# What we tried\n\nNothing with numbers in it.\n")
+    home = tmp_path / "home"
+    proc = grpolens("report", str(notes), env={"GRPOLENS_HOME": str(home)})
+    assert proc.returncode == 1 and f"no run found in {notes}" in proc.stderr
+    assert not (home / "grpolens.duckdb").exists() and "dbt" not in proc.stderr
+
+
 def _jsonl(path: Path, rows: list[dict]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
