@@ -5,7 +5,8 @@ A check file starts with a header of `--` lines that the runner reads:
     -- kl_spike: KL jumps far above the run's own recent baseline.
     -- severity: error                 default severity of its rows (a row may set its own)
     -- reads: metrics                  warehouse tables it reads; the first is the Dagster asset it checks
-    -- requires: kl                    canonical metrics a run must have for the check to apply to it
+    -- requires: kl                    canonical metrics a run must have for the check to apply to it (`a | b`:
+                                       either will do, for a rule that falls back on a second metric)
     -- role: symptom                   cause | symptom | outcome: how a report orders findings that start together
     -- advice: learning_rate down: Lower the learning rate     one action (lever, up|down|do, text); repeatable
     -- param mad_factor = 6            a threshold, bound as the DuckDB parameter $mad_factor
@@ -113,7 +114,9 @@ def parse_check(path: Path) -> Check:
             elif key == "reads":
                 reads = tuple(v.strip() for v in value.split(",") if v.strip())
             elif key == "requires":
-                requires = tuple(v.strip() for v in value.split(",") if v.strip())
+                requires = tuple(
+                    " | ".join(a.strip() for a in v.split("|") if a.strip()) for v in value.split(",") if v.strip()
+                )
             elif key == "role":
                 role = value
             elif key == "advice":
@@ -267,6 +270,16 @@ def _folded(episodes: list[dict]) -> dict:
     return dict(longest, step=ordered[0]["step"], step_end=last, episodes=len(ordered), message=told)
 
 
+def lacking(check: Check, logged: set[str]) -> list[str]:
+    """The requirements of ``check`` that a run logging the canonical metrics ``logged`` does not meet, as said to
+    people (`frac_reward_zero_std or reward_std`)."""
+    return [
+        " or ".join(either)
+        for either in (tuple(requirement.split(" | ")) for requirement in check.requires)
+        if not any(metric in logged for metric in either)
+    ]
+
+
 def not_applicable(con, checks: list[Check]) -> list[tuple[str, str, str]]:
     """(check, run_key, reason) for every run that lacks a canonical metric a check requires."""
     out = []
@@ -276,9 +289,9 @@ def not_applicable(con, checks: list[Check]) -> list[tuple[str, str, str]]:
         have.setdefault(run, set()).add(metric)
     for check in checks:
         for run in runs:
-            lacking = [m for m in check.requires if m not in have.get(run, set())]
-            if lacking:
-                out.append((check.name, run, f"no {', '.join(lacking)} logged"))
+            missing = lacking(check, have.get(run, set()))
+            if missing:
+                out.append((check.name, run, f"no {', '.join(missing)} logged"))
     return out
 
 

@@ -124,6 +124,24 @@ def test_not_applicable_names_the_missing_metric(home, tmp_path):
     ]
 
 
+def test_a_requirement_with_alternatives_is_met_by_either(home, tmp_path):
+    """reward_zero_variance reads frac_reward_zero_std, or reward_std where a run logs only that: a run with either
+    is judged, and one with neither is told which metrics would do."""
+    (zero_variance,) = [rule for rule in checks.load_checks() if rule.name == "reward_zero_variance"]
+    assert zero_variance.requires == ("frac_reward_zero_std | reward_std",)
+    assert checks.lacking(zero_variance, {"reward_std"}) == []
+    assert checks.lacking(zero_variance, {"frac_reward_zero_std", "kl"}) == []
+    assert checks.lacking(zero_variance, {"kl"}) == ["frac_reward_zero_std or reward_std"]
+    either = tmp_path / "either.sql"
+    either.write_text("-- either: one of two.\n-- reads: metrics\n-- requires: grad_norm|kl ,entropy\nselect 1\n")
+    rule = checks.parse_check(either)
+    con = warehouse.connect_readonly(home)
+    try:
+        assert rule.requires == ("grad_norm | kl", "entropy") and checks.not_applicable(con, [rule]) == []
+    finally:
+        con.close()
+
+
 def test_recurring_episodes_fold_into_one_row_for_reading():
     """Three or more episodes of one rule on one run at one severity read as one row at the first one's place: it
     spans them all (open when any is), and its message is the longest's (an open one counts as far as the others

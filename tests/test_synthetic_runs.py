@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pipeline import checks
 from pipeline.evaluation import synthetic_runs as sr
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,14 +73,6 @@ def canonical(key: str, table: list[tuple[str, str]]) -> set[str]:
         elif source == key:
             out.add(metric)
     return out
-
-
-def header(check: str, name: str) -> str | None:
-    for line in (CHECKS / f"{check}.sql").read_text().splitlines()[:30]:
-        m = re.match(rf"--\s*{name}:\s*(.*)$", line)
-        if m:
-            return m.group(1).strip()
-    return None
 
 
 # ------------------------------------------------------------------------------------------------------ fixtures
@@ -149,8 +142,7 @@ def test_every_labelled_check_exists_and_its_metrics_are_logged(written):
         for problem in label["problems"]:
             check = problem["check"]
             assert (CHECKS / f"{check}.sql").is_file(), check
-            required = [m.strip() for m in (header(check, "requires") or "").split(",") if m.strip()]
-            missing = [m for m in required if m not in logged]
+            missing = checks.lacking(checks.parse_check(CHECKS / f"{check}.sql"), logged)
             assert not missing, f"{label['name']}: {check} needs {missing}"
             if problem["metric"] not in ("history.versions", "train/global_step"):
                 assert problem["metric"] in keys, (label["name"], problem)

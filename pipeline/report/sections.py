@@ -10,7 +10,7 @@ from typing import cast
 
 import polars as pl
 
-from pipeline.checks import fold_recurring
+from pipeline.checks import fold_recurring, lacking
 from pipeline.report import stats
 from pipeline.report.frames import CORE_METRICS, RunData
 
@@ -310,9 +310,8 @@ def not_judged(data: RunData, rules) -> list[dict]:
     logged = set(data.metrics.get_column("metric").unique().to_list()) if data.metrics.height else set()
     missing: dict[str, list[str]] = {}
     for rule in rules:
-        lacking = [m for m in rule.requires if m not in logged]
-        if lacking:
-            missing.setdefault(", ".join(lacking), []).append(rule.name)
+        if absent := lacking(rule, logged):
+            missing.setdefault(", ".join(absent), []).append(rule.name)
     for metric, names in sorted(missing.items()):
         out.append({"what": ", ".join(names), "why": f"no {metric} logged"})
     if data.metrics.height:

@@ -1,7 +1,7 @@
 -- reward_zero_variance: most reward groups have zero variance, so GRPO advantages are 0 and nothing is learned.
 -- severity: warn
 -- reads: metrics
--- requires: frac_reward_zero_std
+-- requires: frac_reward_zero_std | reward_std
 -- role: cause
 -- advice: prompts do: Use harder prompts (or filter solved ones)
 -- advice: generations up: Sample more generations per prompt
