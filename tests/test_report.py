@@ -295,6 +295,30 @@ def test_reports_never_take_the_writer_lock(demo):
     assert {json.loads(out)["run"] for out, _ in outputs} == {"verl-kl-blowup", "trl-reward-hacking"}
 
 
+def test_the_verdict_line_counts_a_root_cause_that_comes_back_not_one_seen_twice_at_once():
+    """kl_drift's two branches (a level far above the reference, a steep trend) can flag one drift twice at once:
+    that is the root cause, not a second finding. The same rule flagging again after the root cause ended is."""
+    rules = {rule.name: rule for rule in checks.load_checks()}
+
+    def drift(step, end, message):
+        return {
+            "check": "kl_drift",
+            "severity": "error",
+            "step": step,
+            "step_end": end,
+            "metric": "kl",
+            "value": 2.0,
+            "threshold": 0.5,
+            "message": message,
+        }
+
+    level, trend = drift(13, 60, "level"), drift(29, 32, "trend")
+    assert run_report._summary(story.tell([level, trend], rules, list(range(1, 200)))) == "kl_drift from step 13"
+    later = drift(150, 170, "again")
+    told = story.tell([level, trend, later], rules, list(range(1, 200)))
+    assert run_report._summary(told) == "kl_drift from step 13 (and 1 more time)"
+
+
 def test_an_isolated_spike_the_run_recovered_from_is_transient():
     rules = {rule.name: rule for rule in checks.load_checks()}
     spike = {

@@ -118,12 +118,11 @@ def _summary(told: story.Story) -> str:
             else "only findings without an onset step"
         )
     root = told.root
-    again = [  # the root cause's own rule, flagging again later (a condition that comes and goes)
-        f
-        for f in told.findings
-        if f is not root and f["check"] == root["check"] and f["severity"] != "info" and not f["consequence_of"]
-    ]
-    told_apart = {id(root)} | {id(f) for f in again}
+    own = [f for f in told.findings if f is not root and f["check"] == root["check"] and not f["consequence_of"]]
+    end = root["step_end"] if root["step_end"] is not None else float("inf")
+    during = {id(f) for f in own if f["step"] is not None and root["step"] <= f["step"] <= end}  # another branch
+    again = [f for f in own if f["severity"] != "info" and id(f) not in during]  # the condition came back
+    told_apart = {id(root)} | {id(f) for f in own}
     rest = fold_recurring([f for f in told.findings if id(f) not in told_apart], "check")
     others = sum(f["consequence_of"] == root["check"] for f in rest)
     more = sum(f["severity"] in ("warn", "error") and not f["consequence_of"] for f in rest)

@@ -8,8 +8,9 @@ repeats or contradicts the others'. Reading them as one story needs three decisi
 - *Root cause*: the earliest error-level finding (a warn-level one when there is no error). Onsets are noisy by a
   few logged steps, so findings that start within a short window of that one compete, and a cause (length
   collapse) wins over a symptom (grad-norm spike) and an outcome (reward collapse): the rule's `-- role:`.
-- *Consequences*: other warn/error findings that start within the window after the root cause, and symptoms or
-  outcomes that start within it just before (their detector fired first, their cause did not).
+- *Consequences*: other rules' warn/error findings that start within the window after the root cause, and symptoms
+  or outcomes that start within it just before (their detector fired first, their cause did not). The root cause's
+  own rule flagging again is the root cause again, not a consequence of it.
 - *Transient symptoms*: a spike (a symptom) that ended and was followed by no cause or outcome within the window
   is noted, but weighs as a warning: an isolated KL spike the run recovered from does not make it unhealthy.
 - *Recommendation*: the rules' actions (`-- advice:`) in story order, one per lever and direction; an action
@@ -109,7 +110,7 @@ def tell(findings: list[dict], rules: dict[str, Check], steps: list[int]) -> Sto
         rivals = [f for f in pool if f["step"] <= first + window]
         root = min(rivals, key=lambda f: (f["transient"], _rank(rules, f), f["step"], -_severity(f)))
         for f in placed:
-            if f is root:
+            if f is root or f["check"] == root["check"]:  # its own rule again is the root cause, not a consequence
                 continue
             after = root["step"] <= f["step"] <= root["step"] + window
             just_before = root["step"] - window <= f["step"] < root["step"] and _rank(rules, f) > _rank(rules, root)
