@@ -118,7 +118,7 @@ def _summary(told: story.Story) -> str:
             else "only findings without an onset step"
         )
     root = told.root
-    own = [f for f in told.findings if f is not root and f["check"] == root["check"] and not f["consequence_of"]]
+    own = [f for f in told.findings if f is not root and f["check"] == root["check"]]  # never its consequences
     end = root["step_end"] if root["step_end"] is not None else float("inf")
     during = {id(f) for f in own if f["step"] is not None and root["step"] <= f["step"] <= end}  # another branch
     again = [f for f in own if f["severity"] != "info" and id(f) not in during]  # the condition came back
