@@ -1,7 +1,9 @@
 -- Where does step time go? Per run and phase (the canonical phase_<name>_s metrics: verl timing_s/*, the
--- Diplomacy trainer's rollout and training times), the phase's total and mean seconds and its share of step
--- time. Step time is step_time_s where the trainer logs it (verl timing_s/step), else the sum of the phases
--- logged at that step. Only steps that have a step time count, so shares of different phases are comparable.
+-- Diplomacy trainer's rollout and training times), the phase's total and mean seconds and its share
+-- of the run's step time. Step time is step_time_s where the trainer logs it (verl timing_s/step), else the sum
+-- of the phases logged at that step. Every phase's share has the same denominator, the run's total step time, so
+-- a periodic phase (a checkpoint save every 10 steps) weighs what it costs the run, not what it costs the steps
+-- it happens in, and the shares of phases that do not overlap add up to at most 1.
 -- Rules of thumb: rollout 5-15%, log-prob (old + ref) 20-40%, actor update 30-50%, checkpoint < 10%;
 -- any phase above 60% is the bottleneck.
 -- Incremental: redoes the runs whose lake parts changed (pipeline/build_plan.py), keeps the others.
@@ -25,6 +27,12 @@ step_totals as (
     group by p.run_key, p.step
 ),
 
+run_totals as (
+    select run_key, sum(step_seconds) as run_seconds
+    from step_totals
+    group by run_key
+),
+
 per_phase as (
     select
         p.run_key,
@@ -32,10 +40,11 @@ per_phase as (
         count(*) as steps,
         sum(p.seconds) as total_s,
         avg(p.seconds) as mean_s,
-        sum(p.seconds) / nullif(sum(t.step_seconds), 0) as share_of_step,
+        sum(p.seconds) / nullif(any_value(r.run_seconds), 0) as share_of_step,
         bool_and(t.step_time_logged) as step_time_logged
     from phases as p
     join step_totals as t using (run_key, step)
+    join run_totals as r using (run_key)
     group by p.run_key, p.phase
 ),
 
