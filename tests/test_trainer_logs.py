@@ -566,6 +566,34 @@ def test_a_log_named_on_its_own_is_read_whatever_its_suffix(tmp_path):
     assert rows[(1, "reward")] == 0.25 and rows[(2, "reward")] == 0.5 and rows[(1, "critic/score/mean")] == 0.75
 
 
+def test_a_trainer_state_under_another_name_or_its_bare_log_history_is_read(tmp_path):
+    """Public TRL projects publish the Trainer's state as training_logs.json, or its log_history list on its own
+    (a BOM and NaN included): a JSON file is a trainer state by its first bytes, whatever its name, in a folder scan
+    or named on its own. Other JSON (a model config, results) is not read; the tokenizer's is not even opened."""
+    renamed, bare, other = tmp_path / "renamed", tmp_path / "bare", tmp_path / "other"
+    for folder in (renamed, bare, other):
+        folder.mkdir()
+    (renamed / "training_logs.json").write_text(_trainer_state(3, 3))
+    entries = [{"loss": 0.1, "grad_norm": float("nan") if s == 2 else 0.5, "reward": s / 4, "step": s} for s in (1, 2)]
+    (bare / "training_log.json").write_bytes(b"\xef\xbb\xbf" + json.dumps(entries, indent=2).encode())
+    (other / "config.json").write_text(json.dumps({"log_history": [], "hidden_size": 64}))
+    (other / "all_results.json").write_text(json.dumps({"train_loss": 0.1, "step": 3}))
+    (other / "rows.json").write_text(json.dumps([{"text": "a prompt"}]))
+    found = trainer_logs.discover([tmp_path])
+    assert found.logs == [] and sorted(found.snapshots) == [str(bare.resolve()), str(renamed.resolve())]
+    assert trainer_logs.discover([bare / "training_log.json"]).snapshots == {
+        str(bare.resolve()): [(bare / "training_log.json").resolve()]
+    }
+    report = trainer_logs.ingest(tmp_path / "lake", [tmp_path])
+    assert report.issues == [] and sorted(r["name"] for r in runs(tmp_path / "lake").values()) == ["bare", "renamed"]
+    values = values_by_step(tmp_path / "lake", run_of(tmp_path / "lake", "bare")["run_key"])
+    assert values[2]["reward"][3] == 0.5 and math.isnan(values[2]["grad_norm"][3])
+    assert (
+        run_of(tmp_path / "lake", "renamed")["state"] == "finished"
+        and run_of(tmp_path / "lake", "renamed")["last_step"] == 3
+    )
+
+
 def test_ray_tagged_verl_lines_and_slurm_out_files_are_read(tmp_path):
     """verl's driver prints through Ray: its metric lines start with a colour code and the printing process's tag.
     A SLURM job's captured stdout is a .out file."""

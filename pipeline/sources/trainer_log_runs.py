@@ -39,6 +39,22 @@ GENERIC_STEMS = {
 }
 # Text files that are never logs (tokenizer files inside checkpoints, package lists).
 NOT_LOGS = {"requirements.txt", "merges.txt", "vocab.txt", "license.txt", "notice.txt", "readme.txt"}
+# JSON files a training folder holds that are never a trainer state (the model's and tokenizer's files): not opened.
+NOT_STATES = {
+    "config.json",
+    "generation_config.json",
+    "adapter_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "preprocessor_config.json",
+}
+# What a trainer state looks like from its first bytes: an object with a log_history list (the Trainer sorts its
+# keys, so it comes after a few short ones), or the log_history list on its own (flat entries, each with a step).
+_STATE_HEAD = re.compile(rb'^\s*(\{.*?"log_history"\s*:\s*\[|\[\s*\{[^{}]*?"step"\s*:)', re.DOTALL)
+STATE_HEAD_BYTES = 65536
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 _WANDB_RUN = re.compile(r"^(offline-)?run-")
 
@@ -67,6 +83,18 @@ def _kind(name: str) -> str | None:
     return None
 
 
+def _holds_log_history(path: Path) -> bool:
+    """A JSON file that is a trainer state whatever it is called: a ``trainer_state.json`` saved as
+    ``training_logs.json`` or under a checkpoint's name, or its ``log_history`` list written on its own (public TRL
+    projects do both)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(STATE_HEAD_BYTES)
+    except OSError:
+        return False
+    return _STATE_HEAD.match(head.removeprefix(b"\xef\xbb\xbf")) is not None
+
+
 def _text(path: Path) -> bool:
     """No NUL byte in the first 8 KiB. A file someone names (a terminal capture saved as run_terminal.md, as a public
     TRL fork does; a log without a suffix) is read as a console log: a folder scan keeps to the suffixes, since a
@@ -89,13 +117,21 @@ def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None) -> F
 
     Inside a ``checkpoint-N`` folder only ``trainer_state.json`` counts (the rest are weights and tokenizer files),
     and a console log in a folder that has its trainer_state.json snapshots is left out ("where that is all there is").
+    Elsewhere any ``*.json`` whose first bytes show a ``log_history`` (``_holds_log_history``) is a snapshot of its
+    folder's run, as a ``trainer_state.json`` there would be.
     """
     logs: dict[str, str] = {}
     snapshots: dict[str, set[str]] = {}
 
     def add(full: Path, named: bool = False) -> None:
         kind = _kind(full.name)
-        if (kind is None and not named) or not files.regular(full, skipped):
+        lower = full.name.lower()
+        json_file = kind is None and lower.endswith(".json") and lower not in NOT_STATES
+        if (kind is None and not named and not json_file) or not files.regular(full, skipped):
+            return
+        if json_file and _holds_log_history(full):
+            kind = "trainer_state"
+        elif kind is None and not named:  # a JSON file that holds no log_history: a config, results, a dataset
             return
         if kind is None:  # a file named on its own: a console log whatever its suffix, unless it is binary
             if not _text(full):

@@ -11,7 +11,8 @@ Formats, and why each is read the way it is:
   files are snapshots of one run, the output folder; the one with the highest ``global_step`` wins. Each
   ``log_history`` entry is a row at its own ``step`` (train and eval entries at one step have different keys, both
   stay; the ``epoch`` they both repeat is written once); ``file_offset`` is the entry's index. Every other top-level
-  key is the run's config.
+  key is the run's config. The same holds for any ``*.json`` that is one by its content (a trainer state saved as
+  ``training_logs.json``, or its ``log_history`` list on its own, as public TRL projects publish them).
 - **JSONL metric logs** (``*.jsonl``, ``origin = "jsonl"``): one object per line with a step field (``step``,
   ``global_step``, ``_step`` or ``train/global_step``, first found wins and is not stored as a value), including
   verl's file logger ``{"step": N, "data": {...}}``. Keys are kept as the file writes them (a nested dict value is
@@ -313,6 +314,8 @@ class TrainerLogIngest:
             return None
         if may_hold_surrogates(raw):
             doc = without_surrogates(doc)
+        if isinstance(doc, list):  # the log_history list saved on its own
+            doc = {"log_history": doc}
         if not isinstance(doc, dict) or not isinstance(doc.get("log_history"), list):
             self.report.issues.append(FileIssue(str(path), 0, size, "bad_file", "no log_history list"))
             return None
