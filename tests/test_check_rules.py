@@ -123,7 +123,6 @@ def demo(tmp_path_factory):
     rules = checks.load_checks()
     found = checks.run_checks(con, rules)
     keys = dict(con.sql("select name, run_key from runs").fetchall())
-    maps = check_eval.step_maps(con, keys.values())
     yield SimpleNamespace(
         con=con,
         rules=rules,
@@ -131,7 +130,6 @@ def demo(tmp_path_factory):
         outcomes={o.check.name: o for o in found},
         labels=labels,
         keys=keys,
-        maps=maps,
     )
     con.close()
 
@@ -165,7 +163,7 @@ DETECTED = [case for case in LABELLED if case not in WEAK]
 def test_fires_on_its_labelled_case_near_the_onset(demo, check, run):
     (problem,) = [p for r in demo.labels if r["name"] == run for p in r["problems"] if p["check"] == check]
     run_key = demo.keys[run]
-    onset = check_eval.to_wandb_step(demo.maps[run_key], problem["onset_step"])
+    onset = problem["onset_step"]  # the trainer's step, as the flags (trainer_steps)
     steps = [row["step"] for row in _flags(demo.outcomes, check, run_key)]
     late = LATE.get(check, 15)
     assert any(onset - check_eval.TOLERANCE <= s <= onset + late for s in steps), (onset, steps)
@@ -180,11 +178,26 @@ def test_no_rule_flags_a_healthy_run(demo, run):
     assert flagged == []
 
 
-def test_trl_labels_map_through_train_global_step(demo):
-    """TRL's eval rows are separate W&B rows: trainer step 61 is a later W&B step."""
-    mapping = demo.maps[demo.keys["trl-entropy-collapse"]]
-    assert check_eval.to_wandb_step(mapping, 61) == 66  # 60 train rows + 6 eval rows (steps 10..60) before it
-    assert demo.maps[demo.keys["verl-healthy"]] == []  # verl logs with step=: no mapping needed
+def test_trl_runs_are_on_the_trainer_step(demo):
+    """TRL's eval rows are separate W&B rows, so W&B's _step runs ahead of train/global_step: metrics (and every
+    flag) are on train/global_step, as W&B's own charts of a TRL run; verl logs with step=, which stays."""
+    con = demo.con
+    trl = demo.keys["trl-entropy-collapse"]
+    counter = con.execute(
+        "select list(distinct value::bigint order by value::bigint), max(step) from history "
+        "where run_key = ? and key = 'train/global_step'",
+        [trl],
+    ).fetchone()
+    steps = con.execute("select list(distinct step order by step) from metrics where run_key = ?", [trl]).fetchone()
+    assert steps[0] == counter[0] and counter[1] > max(counter[0])  # every trainer step, and only those
+    verl = demo.keys["verl-healthy"]
+    logged = con.execute(
+        "select list(distinct step order by step) from history where run_key = $run "
+        "and key in (select source_key from metrics where run_key = $run)",
+        {"run": verl},
+    ).fetchone()
+    on_metrics = con.execute("select list(distinct step order by step) from metrics where run_key = ?", [verl])
+    assert on_metrics.fetchone() == logged
 
 
 def test_precision_and_recall_over_the_suite(demo):
@@ -359,6 +372,21 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="deadcomp",
         name="deadcomp",
     )
+    # TRL: a format reward that gives every completion 1.0 (a checker that accepts anything)
+    write_run(
+        root,
+        [
+            {
+                "train/reward": 1.3 + 0.01 * i,
+                "train/rewards/accuracy_reward/mean": 0.3 + 0.01 * i,
+                "train/rewards/format_reward/mean": 1.0,
+                "train/global_step": i + 1,
+            }
+            for i in range(30)
+        ],
+        run_id="constcmp",
+        name="constcomp",
+    )
     # older TRL without a truncation metric: the mean completion length sits at max_completion_length from step 10
     write_run(
         root,
@@ -399,8 +427,8 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         ]
     write_run(root, rows, run_id="benchdup", name="benchdouble")
     # TRL on prompts the model mostly solves: on ~60 % of the steps every group is tied, and the grad norm is the KL
-    # term's alone (~0.004 against ~3); one real spike (40) at step 49. Once with frac_reward_zero_std, once (older
-    # TRL) with reward_std only.
+    # term's alone (~0.004 against ~3); one real spike (40) at trainer step 50. Once with frac_reward_zero_std, once
+    # (older TRL) with reward_std only.
     for run_id, name, tied_key in (("tiedgrd1", "tiedgrads", "frac"), ("tiedstd1", "tiedstd", "std")):
         rows = []
         for i in range(80):
@@ -558,12 +586,13 @@ def tiny(tmp_path_factory):
         ("throughput_drop", "slowing", 20, 28),
         ("phase_bottleneck", "timing", 31, 37),
         ("checkpoint_save_slow", "timing", 8, 8),
-        ("reward_component_dead", "deadcomp", 0, 0),
+        ("reward_component_dead", "deadcomp", 1, 1),  # train/global_step 1 (trainer_steps), W&B step 0
         ("reward_component_dead", "formatdrop", 20, 26),
-        ("reward_hacking", "penalty", 15, 15),
+        ("reward_component_dead", "constcomp", 1, 1),
+        ("reward_hacking", "penalty", 16, 16),  # trainer steps: train/global_step is the W&B step + 1
         ("reward_collapse", "coarse", 150, 150),
-        ("grad_norm_spike", "tiedgrads", 49, 49),
-        ("grad_norm_spike", "tiedstd", 49, 49),
+        ("grad_norm_spike", "tiedgrads", 50, 50),
+        ("grad_norm_spike", "tiedstd", 50, 50),
         ("response_truncation", "pinned", 10, 13),
         ("elo_gap_shrinking", "league", 60, 95),
         ("elo_base_model_not_declining", "league", 50, 50),
@@ -592,6 +621,9 @@ def test_targeted_details(tiny):
     assert bottleneck["metric"] == "phase_gen_s" and bottleneck["severity"] == "info" and bottleneck["value"] > 0.7
     (dead,) = tiny("reward_component_dead")["deadcomp"]
     assert dead["metric"] == "train/rewards/format_reward/mean" and dead["value"] == 0
+    assert "never fires" in dead["message"]
+    (const,) = tiny("reward_component_dead")["constcomp"]
+    assert const["value"] == 1 and "gives every completion the same score" in const["message"]
     (pinned,) = tiny("response_truncation")["pinned"]
     assert pinned["metric"] == "response_length_mean" and pinned["severity"] == "error"
     assert "at the maximum" in pinned["message"] and "of the logged steps" not in pinned["message"]
@@ -601,7 +633,7 @@ def test_targeted_details(tiny):
     (double,) = tiny("duplicate_steps")["doublelog"]
     assert double["metric"] == "train/global_step" and double["value"] == 20
     (penalty,) = tiny("reward_hacking")["penalty"]
-    assert penalty["step_end"] == 47 and penalty["value"] == -1.0 and "fired on 3 of 60" in penalty["message"]
+    assert penalty["step_end"] == 48 and penalty["value"] == -1.0 and "fired on 3 of 60" in penalty["message"]
     (bench,) = tiny("duplicate_steps")["benchdouble"]
     assert bench["metric"] == "benchmark/step" and bench["value"] == 15
     assert tiny("duplicate_steps")["profiled"] == []

@@ -182,22 +182,30 @@ def test_a_run_whose_reward_is_never_positive_has_a_reason_and_no_fit(con):
 
 
 def test_eval_summary_matches_history(con):
-    """Every evaluation key of every run, recomputed in Python from the raw history rows."""
+    """Every evaluation key of every run, recomputed in Python from the raw history rows, each on its trainer step
+    (trainer_steps: TRL's evaluation rows are W&B rows of their own; the latest logged row of a step stands)."""
     rows = con.sql("select * from eval_summary").fetchall()
     columns = [c[0] for c in con.sql("select * from eval_summary limit 0").description]
     mart = {(r[0], r[1]): dict(zip(columns, r, strict=True)) for r in rows}
     raw = con.sql(
-        """select run_key, key, step, value from history
-                     where value is not null and value_text is null
+        """select h.run_key, h.key, coalesce(t.trainer_step, h.step), h.value from history h
+                     left join trainer_steps t on t.run_key = h.run_key and t.logged_step = h.step
+                     where h.value is not null and h.value_text is null
                        and ("""
-        + " or ".join(f"starts_with(key, '{p}')" for p in EVAL_PREFIXES)
+        + " or ".join(f"starts_with(h.key, '{p}')" for p in EVAL_PREFIXES)
         + """)
-                       and key not like '%runtime' and key not like '%per_second'
-                     order by run_key, key, step"""
+                       and h.key not like '%runtime' and h.key not like '%per_second'
+                     order by h.run_key, h.key, h.step"""
     ).fetchall()
-    series: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    on_steps: dict[tuple[str, str], dict[int, float]] = {}
     for run_key, key, step, value in raw:
-        series.setdefault((run_key, key), []).append((step, value))
+        on_steps.setdefault((run_key, key), {})[step] = value  # in logged order: the latest row of a step stays
+    series = {k: sorted(v.items()) for k, v in on_steps.items()}
+    moved = con.sql(
+        "select count(*) from trainer_steps t join runs r using (run_key) where r.name = 'trl-gsm8k-healthy' "
+        "and t.logged_step <> t.trainer_step"
+    ).fetchone()[0]
+    assert moved > 0  # the TRL run's W&B steps are not its trainer steps: the mapping is exercised
     assert set(mart) == set(series)
     names = dict(con.sql("select run_key, name from runs").fetchall())
     assert {names[r] for r, _ in mart} >= {"trl-gsm8k-healthy", "verl-healthy", "verl-length-collapse", NEGATIVE_RUN}

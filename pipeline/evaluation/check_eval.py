@@ -11,12 +11,10 @@ The demo (``pipeline.demo.runs``) injects known problems into otherwise healthy,
 - a label that no flag matched is a false negative.
 Precision is true-positive flags over all flags; recall is detected labels over all labels.
 
-Step spaces. The warehouse ``step`` is W&B's ``_step``. Labels are in the trainer's own step (see demo_runs): for
-the Diplomacy and verl runs the two agree (they log with ``step=``), but TRL logs without ``step=`` and writes its
-evaluation rows as separate W&B rows, so ``_step`` runs ahead of ``train/global_step``. Labels are mapped into
-W&B steps here, through the trainer step counter each run logs in ``history`` (``train/global_step``,
-``training/global_step``, ``global_step``): a trainer step maps to the first W&B step at which the counter reached
-it. A run without such a counter keeps its label steps as they are.
+Step spaces. Labels are in the trainer's own step (see demo_runs), and so are the flags: the warehouse puts a run
+that logs a trainer step counter on it (``trainer_steps``; TRL logs without ``step=`` and writes its evaluation and
+profiling rows as separate W&B rows, so W&B's ``_step`` runs ahead of ``train/global_step``), and a run that logs
+with ``step=`` (Diplomacy, verl) is on the trainer's step already.
 
 ``python -m pipeline.evaluation.check_eval`` writes the demo into a fresh temporary home, ingests, builds, runs every
 check read-only and prints the table. ``--real`` scores the public runs vendored under ``tests/fixtures/real/`` instead,
@@ -35,13 +33,12 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 from pipeline.settings import PROJECT_ROOT
 
 TOLERANCE = 5  # a flag may start this many steps before the labelled onset and still count
 CLAIMS = ("warn", "error")  # the severities that claim a problem; info rows are findings, not alarms
-STEP_COUNTERS = ("train/global_step", "training/global_step", "global_step")
 
 
 @dataclass
@@ -96,50 +93,6 @@ class CheckScore:
         }
 
 
-def step_maps(con, run_keys: Iterable[str]) -> dict[str, list[tuple[float, int]]]:
-    """Per run, (trainer step counter value, first W&B step with that value), sorted; empty without a counter."""
-    keys = sorted(set(run_keys))
-    if not keys:
-        return {}
-    counters = ", ".join(f"'{c}'" for c in STEP_COUNTERS)
-    rows = con.execute(
-        f"""
-        with counter as (
-            select run_key, key, step, value
-            from history
-            where key in ({counters}) and isfinite(value) and run_key in (select unnest($keys))
-        ),
-        chosen as (  -- one counter per run, the first in STEP_COUNTERS order that it logs
-            select run_key, arg_min(key, list_position([{counters}], key)) as key
-            from counter group by run_key
-        )
-        select c.run_key, c.value, min(c.step) as step
-        from counter as c join chosen using (run_key, key)
-        group by c.run_key, c.value
-        order by c.run_key, c.value
-        """,
-        {"keys": keys},
-    ).fetchall()
-    out: dict[str, list[tuple[float, int]]] = {k: [] for k in keys}
-    for run_key, value, step in rows:
-        out[run_key].append((float(value), int(step)))
-    return out
-
-
-@overload
-def to_wandb_step(mapping: list[tuple[float, int]], trainer_step: int) -> int: ...
-@overload
-def to_wandb_step(mapping: list[tuple[float, int]], trainer_step: None) -> None: ...
-def to_wandb_step(mapping: list[tuple[float, int]], trainer_step: int | None) -> int | None:
-    """The first W&B step at which the trainer counter reached ``trainer_step`` (its last step if it never did)."""
-    if trainer_step is None or not mapping:
-        return trainer_step
-    for value, step in mapping:
-        if value >= trainer_step:
-            return step
-    return mapping[-1][1]
-
-
 def _run_keys(con, labels: list[dict]) -> dict[str, str]:
     """Label run name -> warehouse run_key, matched on (project, run_id) and falling back to the name."""
     rows = con.sql("select run_key, project, run_id, name from runs").fetchall()
@@ -158,26 +111,19 @@ def _run_keys(con, labels: list[dict]) -> dict[str, str]:
 
 
 def evaluate(con, labels: list[dict], outcomes) -> list[dict]:
-    """Per check: labels, flags, TP/FP/FN, precision, recall, median delay (flag onset - labelled onset, in W&B
+    """Per check: labels, flags, TP/FP/FN, precision, recall, median delay (flag onset - labelled onset, in trainer
     steps). ``labels`` is the content of the demo's labels.json; ``outcomes`` what ``run_checks`` returned. Only
     the labelled runs are scored (a warehouse may hold other runs, about which nothing is known). The last row,
     check ``TOTAL``, sums every check."""
     keys = _run_keys(con, labels)
     names = {key: name for name, key in keys.items()}
-    maps = step_maps(con, keys.values())
     truth: dict[tuple[str, str], list[_Label]] = {}
     for run in labels:
         key = keys.get(run["name"])
         if key is None:
             continue
         for p in run.get("problems", []):
-            label = _Label(
-                key,
-                p["check"],
-                to_wandb_step(maps[key], p["onset_step"]),
-                to_wandb_step(maps[key], p.get("end_step")),
-                p.get("metric", ""),
-            )
+            label = _Label(key, p["check"], p["onset_step"], p.get("end_step"), p.get("metric", ""))
             truth.setdefault((key, label.check), []).append(label)
 
     scores: dict[str, CheckScore] = {}
@@ -491,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
         print(format_table(results))
         print(
             f"\n{time.perf_counter() - started:.1f}s; delay = median of (first flag onset - labelled onset) in "
-            f"W&B steps over detected labels; flags up to {TOLERANCE} steps early count."
+            f"trainer steps over detected labels; flags up to {TOLERANCE} steps early count."
         )
     total = results[-1]
     return 0 if not total["error"] else 1

@@ -136,15 +136,17 @@ def _finding(row: dict) -> dict:
 
 
 def _component_history(con, have: set[str], run_key: str) -> pl.DataFrame:
-    """step, component, value of each per-function reward the reward_components mart found for the run."""
-    if "reward_components" not in have:
+    """step, component, value of each per-function reward the reward_components mart found for the run, on the
+    trainer's steps (trainer_steps) as every metric."""
+    if not {"reward_components", "trainer_steps"} <= have:
         return pl.DataFrame()
     return con.execute(
         """
-        select h.step, c.component, h.value
+        select coalesce(t.trainer_step, h.step) as step, c.component, h.value
         from history h join reward_components c on c.run_key = h.run_key and c.key = h.key
+        left join trainer_steps t on t.run_key = h.run_key and t.logged_step = h.step
         where h.run_key = $run and isfinite(h.value)
-        order by h.step
+        order by step
     """,
         {"run": run_key},
     ).pl()

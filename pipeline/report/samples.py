@@ -214,9 +214,15 @@ def completion_samples(con, run_key: str, onset_step: int | None, per_side: int 
     empty: dict[str, Any] = {"available": False, "key": None, "before": [], "after": [], "files": [], "note": None}
     try:
         sources = con.execute("select source_files from runs where run_key = ?", [run_key]).fetchall()
+        # on the trainer's steps (trainer_steps), as the findings' onsets, where the warehouse has them
+        mapped = con.execute("select count(*) from duckdb_tables() where table_name = 'trainer_steps'").fetchone()
+        step, join = ("h.step", "")
+        if mapped and mapped[0]:
+            step = "coalesce(t.trainer_step, h.step)"
+            join = "left join trainer_steps t on t.run_key = h.run_key and t.logged_step = h.step "
         rows = con.execute(
-            "select key, step, value_text from history where run_key = ? and value_text like "
-            "'%table-file%' order by step",
+            f"select h.key, {step} as step, h.value_text from history h {join}"
+            "where h.run_key = ? and h.value_text like '%table-file%' order by step",
             [run_key],
         ).fetchall()
     except Exception as exc:  # a warehouse without these tables, or a closed connection

@@ -1,7 +1,7 @@
 -- duplicate_steps: the same step was logged more than once (a resumed run re-logging steps, or two log calls per
 -- trainer step), which double-counts rows and makes per-step plots and sums wrong.
 -- severity: warn
--- reads: history, runs
+-- reads: history, runs, trainer_steps
 -- requires:
 -- role: cause
 -- advice: logging do: Check that a resumed run continued from the checkpoint of the step it restarted at
@@ -20,18 +20,19 @@
 --   train/global_step too, but share no key with the training row except the counter and the epoch, so they are
 --   not duplicates; nor are TRL's `profiling/Time taken: ...` timings, logged once per call by design (several
 --   calls a step: a public TRL RAG run logs 1,297 rows over 80 steps so).
-with repeated_rows as (
+with repeated_rows as (  -- on the trainer's steps (trainer_steps), as every metric
     select
-        run_key,
+        h.run_key,
         count(*) as values_repeated,
-        count(distinct step) as steps_repeated,
-        min(step) as first_step,
-        max(step) as last_step,
-        max(versions) as most
-    from history
-    where versions > 1
-        and run_key not in (select run_key from runs where coalesce(origin, '') = 'trainer_state')
-    group by run_key
+        count(distinct coalesce(t.trainer_step, h.step)) as steps_repeated,
+        min(coalesce(t.trainer_step, h.step)) as first_step,
+        max(coalesce(t.trainer_step, h.step)) as last_step,
+        max(h.versions) as most
+    from history as h
+    left join trainer_steps as t on h.run_key = t.run_key and h.step = t.logged_step
+    where h.versions > 1
+        and h.run_key not in (select run_key from runs where coalesce(origin, '') = 'trainer_state')
+    group by h.run_key
 ),
 
 named as (
@@ -104,16 +105,18 @@ from repeated_rows
 union all
 
 select
-    run_key,
+    d.run_key,
     'duplicate_steps' as check_name,
     'warn' as severity,
-    first_step as step,
-    last_step as step_end,
-    counter_key as metric,
-    trainer_steps as value,
+    coalesce(t_first.trainer_step, d.first_step) as step,  -- the trainer's step where trainer_steps has the run
+    coalesce(t_last.trainer_step, d.last_step) as step_end,
+    d.counter_key as metric,
+    d.trainer_steps as value,
     $min_repeats as threshold,
     printf('%d trainer steps (%s, first %d) were logged in more than one W&B row with the same keys (W&B steps '
            || '%d..%d): two log calls per training step double the row count and skew per-step plots; log once '
-           || 'per step, or pass step= so W&B merges them', trainer_steps, counter_key, first_trainer_step::bigint,
-           first_step, last_step) as message
-from double_summary
+           || 'per step, or pass step= so W&B merges them', d.trainer_steps, d.counter_key,
+           d.first_trainer_step::bigint, d.first_step, d.last_step) as message
+from double_summary as d
+left join trainer_steps as t_first on d.run_key = t_first.run_key and d.first_step = t_first.logged_step
+left join trainer_steps as t_last on d.run_key = t_last.run_key and d.last_step = t_last.logged_step

@@ -1,6 +1,6 @@
 -- extraction_empty_high: too many responses contain no parsable answer at all (empty responses).
 -- severity: warn
--- reads: history, extraction
+-- reads: history, extraction, trainer_steps
 -- requires:
 -- role: cause
 -- advice: samples do: Read empty responses (raw_response_length) for truncation or refusals
@@ -15,15 +15,16 @@
 -- false alarm of the proxy, a borderline case may be missed. From the events (the extraction mart, below): the
 -- share of order events that are orders_empty per dataset and hour, flagged when its 95% Wilson interval lies above
 -- the limit.
-with counts as (
+with counts as (  -- on the trainer's steps (trainer_steps), as every metric
     select
-        run_key,
-        step,
-        max(value) filter (where key = 'extraction/empty_responses') as empty,
-        max(value) filter (where key = 'extraction/orders_expected') as expected
-    from history
-    where key in ('extraction/empty_responses', 'extraction/orders_expected') and isfinite(value)
-    group by run_key, step
+        h.run_key,
+        coalesce(t.trainer_step, h.step) as step,
+        max(h.value) filter (where h.key = 'extraction/empty_responses') as empty,
+        max(h.value) filter (where h.key = 'extraction/orders_expected') as expected
+    from history as h
+    left join trainer_steps as t on h.run_key = t.run_key and h.step = t.logged_step
+    where h.key in ('extraction/empty_responses', 'extraction/orders_expected') and isfinite(h.value)
+    group by h.run_key, coalesce(t.trainer_step, h.step)
 ),
 
 shares as (

@@ -1,6 +1,6 @@
 -- reward_component_dead: a per-function reward (rewards/<func>) never fires, or stopped firing and stayed at 0.
 -- severity: warn
--- reads: history, reward_components
+-- reads: history, reward_components, trainer_steps
 -- requires:
 -- role: cause
 -- advice: reward_design do: Check the component's parser against real completions, or drop it
@@ -14,15 +14,16 @@
 -- 7: a format or thinking term the policy abandoned, usually for a shortcut that still earns the answer reward).
 -- param min_first = 0.1      -- went dead: its first-third mean was at least this far from 0 ...
 -- param max_last_share = 0.05 -- ... and it fired on at most this share of the last third's steps
-with components as (
+with components as (  -- on the trainer's steps (trainer_steps), as every metric
     select
-        run_key,
-        regexp_extract(key, '^(?:train/)?rewards/([^/]+)(?:/mean)?$', 1) as component,
-        key,
-        step,
-        value
-    from history
-    where regexp_matches(key, '^(train/)?rewards/[^/]+(/mean)?$') and isfinite(value)
+        h.run_key,
+        regexp_extract(h.key, '^(?:train/)?rewards/([^/]+)(?:/mean)?$', 1) as component,
+        h.key,
+        coalesce(t.trainer_step, h.step) as step,
+        h.value
+    from history as h
+    left join trainer_steps as t on h.run_key = t.run_key and h.step = t.logged_step
+    where regexp_matches(h.key, '^(train/)?rewards/[^/]+(/mean)?$') and isfinite(h.value)
 ),
 
 -- one key per (run, component): the /mean form when both are logged
@@ -56,9 +57,12 @@ select
     key as metric,
     low as value,
     $tolerance as threshold,
-    printf('reward component %s stayed at %.4g on all %d logged steps (%d..%d): it never fires, so it adds nothing '
-           || 'to the advantages; check its parser or format against real completions, or drop it',
-           component, low, n, first_step, last_step) as message
+    printf('reward component %s stayed at %.4g on all %d logged steps (%d..%d): it %s, so it adds nothing to the '
+           || 'advantages; check its parser or format against real completions, or drop it',
+           component, low, n, first_step, last_step,
+           case
+               when abs(low) <= $tolerance then 'never fires' else 'gives every completion the same score'
+           end) as message
 from series
 where n >= $min_points and high - low <= $tolerance
 

@@ -1,6 +1,6 @@
 -- reward_hacking: the training reward keeps rising while the task metric (evaluation / task score) does not.
 -- severity: warn
--- reads: metrics, reward_components
+-- reads: metrics, reward_components, history, trainer_steps
 -- requires: reward_mean
 -- role: cause
 -- advice: samples do: Read samples for the loophole the policy exploits
@@ -101,6 +101,13 @@ numbered as (
     from hacking
 ),
 
+component_rows as (  -- the components' values on the trainer's steps (trainer_steps), as every metric
+    select h.run_key, h.key, h.value, coalesce(t.trainer_step, h.step) as step
+    from history as h
+    semi join reward_components as c on h.run_key = c.run_key and h.key = c.key
+    left join trainer_steps as t on h.run_key = t.run_key and h.step = t.logged_step
+),
+
 episodes as (
     select
         run_key,
@@ -179,7 +186,7 @@ select
            min(h.value), array_to_string(list(h.step order by h.step) filter (where h.value < 0)[1:5], ', '))
         as message
 from reward_components as c
-join history as h on c.run_key = h.run_key and c.key = h.key and isfinite(h.value)
+join component_rows as h on c.run_key = h.run_key and c.key = h.key and isfinite(h.value)
 where c.points >= $min_points
 group by h.run_key, c.key, c.component
 having bool_and(h.value <= 0)

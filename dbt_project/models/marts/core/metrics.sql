@@ -1,6 +1,8 @@
 -- history mapped onto the canonical vocabulary (seed metric_aliases). One series per (run, metric):
 -- when a run logs several keys for one metric, the lowest-priority alias present in that run wins for
 -- every step of it (alphabetical source_key breaks ties), so a series never mixes definitions.
+-- The step is the trainer's (trainer_steps): a run that logs a trainer step counter is put on it, and when two
+-- of its logged rows land on one trainer step, the later one's value is the step's.
 -- Incremental: the runs history redid are redone (pipeline/build_plan.py), the others kept.
 {{ config(materialized='incremental', incremental_strategy='replace_runs', on_schema_change='fail') }}
 
@@ -32,10 +34,25 @@ chosen as (
     qualify row_number() over (partition by run_key, metric order by priority, source_key) = 1
 ),
 
-final as (
+series as (
     select h.run_key, h.step, h.ts, c.metric, h.value, c.source_key
     from history as h
     join chosen as c on h.run_key = c.run_key and h.key = c.source_key
+),
+
+trainer_steps as (
+    select * from {{ of_changed_runs(ref('trainer_steps')) }}
+),
+
+final as (
+    select series.*
+    from series
+    anti join trainer_steps as t on series.run_key = t.run_key
+    union all
+    select s.run_key, t.trainer_step as step, s.ts, s.metric, s.value, s.source_key
+    from series as s
+    join trainer_steps as t on s.run_key = t.run_key and s.step = t.logged_step
+    qualify row_number() over (partition by s.run_key, t.trainer_step, s.metric order by s.step desc) = 1
 )
 
 select * from final

@@ -33,11 +33,15 @@ eval_keys as (
         and not regexp_matches(lower(key), '(^|[/_])(runtime|samples_per_second|steps_per_second|epoch)$')
 ),
 
-history as (
+eval_rows as (
     select h.run_key, h.key, h.step, h.value, k.higher_is_better
     from {{ of_changed_runs(ref('history')) }} as h
     join eval_keys as k on h.key = k.key
     where h.value is not null and h.value_text is null
+),
+
+history as (  -- on the trainer's steps, as metrics
+    select * from {{ on_trainer_steps('eval_rows') }} as rows_on_steps
 ),
 
 summarised as (

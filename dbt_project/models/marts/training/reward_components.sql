@@ -12,16 +12,21 @@
 -- Incremental: redoes the runs whose lake parts changed (pipeline/build_plan.py), keeps the others.
 {{ config(materialized='incremental', incremental_strategy='replace_runs', on_schema_change='fail') }}
 
-with components as (
+with component_rows as (
+    select run_key, key, step, value
+    from {{ of_changed_runs(ref('history')) }}
+    -- the substring test first: it is cheap, and the regex then runs only on the few keys that pass it
+    where contains(key, 'rewards/') and regexp_matches(key, '^(train/)?rewards/[^/]+(/mean)?$') and isfinite(value)
+),
+
+components as (  -- on the trainer's steps, as metrics
     select
         run_key,
         regexp_extract(key, '^(?:train/)?rewards/([^/]+)(?:/mean)?$', 1) as component,
         key,
         step,
         value
-    from {{ of_changed_runs(ref('history')) }}
-    -- the substring test first: it is cheap, and the regex then runs only on the few keys that pass it
-    where contains(key, 'rewards/') and regexp_matches(key, '^(train/)?rewards/[^/]+(/mean)?$') and isfinite(value)
+    from {{ on_trainer_steps('component_rows') }} as rows_on_steps
 ),
 
 chosen as (  -- `rewards/<f>/mean` over `rewards/<f>` when a trainer logs both
