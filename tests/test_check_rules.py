@@ -387,6 +387,21 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="constcmp",
         name="constcomp",
     )
+    # TRL with a learning rate far too high: KL is 0 at the first step (policy = reference), 3.8 by the third, and
+    # stays at 4-5 over 200 steps (no trend to detect, and the blow-up is inside the first twentieth of the run)
+    write_run(
+        root,
+        [
+            {
+                "train/reward": 0.5,
+                "train/kl": (0.0, 0.17, 3.8)[i] if i < 3 else 4.5 + 0.3 * math.sin(i),
+                "train/global_step": i + 1,
+            }
+            for i in range(200)
+        ],
+        run_id="klearly1",
+        name="klearly",
+    )
     # older TRL without a truncation metric: the mean completion length sits at max_completion_length from step 10
     write_run(
         root,
@@ -589,6 +604,7 @@ def tiny(tmp_path_factory):
         ("reward_component_dead", "deadcomp", 1, 1),  # train/global_step 1 (trainer_steps), W&B step 0
         ("reward_component_dead", "formatdrop", 20, 26),
         ("reward_component_dead", "constcomp", 1, 1),
+        ("kl_drift", "klearly", 3, 5),
         ("reward_hacking", "penalty", 16, 16),  # trainer steps: train/global_step is the W&B step + 1
         ("reward_collapse", "coarse", 150, 150),
         ("grad_norm_spike", "tiedgrads", 50, 50),
@@ -624,6 +640,8 @@ def test_targeted_details(tiny):
     assert "never fires" in dead["message"]
     (const,) = tiny("reward_component_dead")["constcomp"]
     assert const["value"] == 1 and "gives every completion the same score" in const["message"]
+    (early,) = tiny("kl_drift")["klearly"]
+    assert early["severity"] == "error" and "far above the reference" in early["message"]
     (pinned,) = tiny("response_truncation")["pinned"]
     assert pinned["metric"] == "response_length_mean" and pinned["severity"] == "error"
     assert "at the maximum" in pinned["message"] and "of the logged steps" not in pinned["message"]

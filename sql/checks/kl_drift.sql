@@ -16,8 +16,9 @@
 -- param high_kl = 0.5        -- also flagged without a trend: KL's median over `window` points at or above this, five
 --                               times the reference's warning line (0.1, where healthy runs with a small beta can sit)
 -- param high_sustain = 10    -- for at least this many consecutive logged steps ...
--- param high_ratio = 5       -- ... having climbed there: this many times the run's KL over its first steps (a KL
---                               that starts high, e.g. to a distillation teacher, is the run's own baseline)
+-- param high_ratio = 5       -- ... having climbed there: this many times the run's KL over its first three logged
+--                               steps (a KL that starts high, e.g. to a distillation teacher or from an SFT adapter,
+--                               is the run's own baseline; one that starts at 0 and blows up by step 3 is not)
 -- Reported at the end of the first window where the trend is significant (the step it became detectable), with
 -- the window's start and end levels in the message; drifting windows less than a window apart are one episode. A
 -- KL that climbed early (inside the warm-up) and stays far above the warning line is the second branch, below.
@@ -104,7 +105,7 @@ from (
     join (
         select run_key, median(value) as early
         from kl
-        where idx <= greatest(3, ceil(0.05 * n))
+        where idx <= 3
         group by run_key
     ) as starts using (run_key)
     where levels.level >= $high_kl and levels.level >= $high_ratio * starts.early
