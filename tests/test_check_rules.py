@@ -190,6 +190,7 @@ def test_trl_runs_are_on_the_trainer_step(demo):
     ).fetchone()
     steps = con.execute("select list(distinct step order by step) from metrics where run_key = ?", [trl]).fetchone()
     assert steps[0] == counter[0] and counter[1] > max(counter[0])  # every trainer step, and only those
+    assert con.execute("select last_step from runs where run_key = ?", [trl]).fetchone()[0] == max(counter[0])
     verl = demo.keys["verl-healthy"]
     logged = con.execute(
         "select list(distinct step order by step) from history where run_key = $run "

@@ -14,8 +14,8 @@ with history as (
     from {{ of_changed_runs(ref('history')) }}
 ),
 
-counters as (  -- train/ wins where one row has both
-    select run_key, step as logged_step, any_value(value order by key desc)::bigint as trainer_step
+counters as (  -- train/global_step wins where one row has both (it sorts first)
+    select run_key, step as logged_step, arg_min(value, key)::bigint as trainer_step
     from history
     where key in ('train/global_step', 'training/global_step') and isfinite(value) and value = floor(value)
         and abs(value) < 9.2e18
