@@ -190,7 +190,12 @@ def test_runs_with_little_to_judge_get_a_report_that_says_why(tmp_path):
     _jsonl(
         logs / "nonfinite" / "metrics.jsonl",
         [
-            {"step": s, "reward": 0.5 + 0.01 * s, "loss": float("nan") if s % 7 == 0 else 0.1, "grad_norm": 0.5}
+            {
+                "step": s,
+                "reward": 0.5 + 0.01 * s,
+                "loss": float("nan") if s % 7 == 0 else 0.1,
+                "grad_norm": float("inf") if s == 38 else 0.5,
+            }
             for s in range(40)
         ],
     )
@@ -203,7 +208,11 @@ def test_runs_with_little_to_judge_get_a_report_that_says_why(tmp_path):
     nonfinite = report_json(Settings(home=tmp_path / "home"), "nonfinite")
     loss = nonfinite["sections"]["learning_dynamics"]["loss"]
     assert loss["non_finite"] == 6 and math.isfinite(loss["max"])
-    assert any(n["what"] == "6 value(s) of loss" for n in nonfinite["sections"]["not_judged"])
+    said = {n["what"]: n["why"] for n in nonfinite["sections"]["not_judged"]}
+    assert said["6 value(s) of loss"] == (
+        "NaN or infinite at step 0, 7, 14, 21, 28, …: left out of trends and plots (loss_nonfinite flags them)"
+    )
+    assert said["1 value(s) of grad_norm"] == "NaN or infinite at step 38: left out of trends and plots"
     assert nonfinite["verdict"] == "unhealthy" and nonfinite["root_cause"]["check"] == "loss_nonfinite"
 
 

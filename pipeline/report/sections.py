@@ -315,12 +315,19 @@ def not_judged(data: RunData, rules) -> list[dict]:
     for metric, names in sorted(missing.items()):
         out.append({"what": ", ".join(names), "why": f"no {metric} logged"})
     if data.metrics.height:
-        bad = data.metrics.filter(~pl.col("value").is_finite()).group_by("metric").len().sort("metric")
-        for metric, count in bad.iter_rows():
+        bad = (
+            data.metrics.filter(~pl.col("value").is_finite())
+            .group_by("metric")
+            .agg(pl.len(), pl.col("step").sort().head(5))
+            .sort("metric")
+        )
+        for metric, count, steps in bad.iter_rows():
+            at = ", ".join(str(s) for s in steps) + (", …" if count > len(steps) else "")
+            judged = " (loss_nonfinite flags them)" if metric == "loss" else ""
             out.append(
                 {
                     "what": f"{count} value(s) of {metric}",
-                    "why": "NaN or infinite: left out of trends and plots (loss_nonfinite judges them)",
+                    "why": f"NaN or infinite at step {at}: left out of trends and plots{judged}",
                 }
             )
     if data.run.get("state") == "running":
