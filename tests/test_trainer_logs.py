@@ -594,6 +594,25 @@ def test_a_trainer_state_under_another_name_or_its_bare_log_history_is_read(tmp_
     )
 
 
+def test_a_console_log_with_no_metric_line_says_so_once(tmp_path):
+    """A hand-written trainer's own print format is not one the reader knows: the ingest says the file gave nothing,
+    on its first read only (a log that grows is read from its cursor on), and still reads the logs it knows."""
+    custom = tmp_path / "r1_main.log"
+    custom.write_text("Epoch:[1/1](1/500), Reward: 0.3846, KL_ref: 0.0004, Avg Len: 129\n")
+    known = tmp_path / "train.log"
+    known.write_text("{'loss': 0.1, 'reward': 0.25, 'epoch': 0.1}\n")
+    report = trainer_logs.ingest(tmp_path / "lake", [tmp_path])
+    assert report.files_read == 2 and len(runs(tmp_path / "lake")) == 1
+    assert [n for n in report.notes if "no metric line found" in n] == [
+        f"{custom}: no metric line found (read as a console log: a TRL/HF dict per line, or verl's "
+        "`step:N - key:value - …`); nothing taken from it"
+    ]
+    with open(custom, "a") as fh:
+        fh.write("Epoch:[1/1](2/500), Reward: 0.3004, KL_ref: 0.0002, Avg Len: 176\n")
+    again = trainer_logs.ingest(tmp_path / "lake", [tmp_path])
+    assert again.files_read == 1 and not any("no metric line" in n for n in again.notes)
+
+
 def test_ray_tagged_verl_lines_and_slurm_out_files_are_read(tmp_path):
     """verl's driver prints through Ray: its metric lines start with a colour code and the printing process's tag.
     A SLURM job's captured stdout is a .out file."""

@@ -424,6 +424,11 @@ class TrainerLogIngest:
         self.report.files_read += 1
         if cursor["run_key"] in self.touched:
             self.touched[cursor["run_key"]].touch(path, mtime_ns)
+        if kind == "console" and cursor["format"] is None and cursor["offset"] == 0 and end > 0:
+            self.report.notes.append(
+                f"{path}: no metric line found (read as a console log: a TRL/HF dict per line, or verl's "
+                "`step:N - key:value - …`); nothing taken from it"
+            )
         cursor.update(offset=end, size=size, mtime_ns=mtime_ns)
         return cursor
 
