@@ -403,6 +403,21 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="klearly1",
         name="klearly",
     )
+
+    # a length of ~10 tokens that collapses to ~2 and then climbs to a cap of 32 while the reward stays flat
+    def regrow_length(i: int) -> float:
+        if i < 40:
+            return 10.0 + 0.5 * math.sin(i)
+        if i < 50:
+            return 2.0 + 0.1 * (i % 3)
+        return min(32.0, 2.0 + 1.5 * (i - 50)) + 0.1 * math.sin(i)
+
+    write_run(
+        root,
+        [{"train/reward": 0.5 + 0.01 * math.sin(i), "train/completion_length": regrow_length(i)} for i in range(90)],
+        run_id="regrow01",
+        name="regrow",
+    )
     # older TRL without a truncation metric: the mean completion length sits at max_completion_length from step 10
     write_run(
         root,
@@ -641,6 +656,11 @@ def test_targeted_details(tiny):
     assert "never fires" in dead["message"]
     (const,) = tiny("reward_component_dead")["constcomp"]
     assert const["value"] == 1 and "gives every completion the same score" in const["message"]
+    for grew in tiny("response_length_growth")["regrow"]:  # its fitted start lies below 0 tokens
+        found = re.search(r"from about (-?\d+) tokens .* to (\d+) by step \d+ \(\+(\d+)%", grew["message"])
+        start, end, pct = (int(x) for x in found.groups())  # the rise the numbers shown make (rounded)
+        assert start >= 0 and pct == pytest.approx(100 * (end / max(start, 1) - 1), rel=0.1), grew["message"]
+    assert tiny("response_length_growth")["regrow"]
     (early,) = tiny("kl_drift")["klearly"]
     assert early["severity"] == "error" and "far above the reference" in early["message"]
     (pinned,) = tiny("response_truncation")["pinned"]

@@ -77,7 +77,7 @@ episodes as (
         max(step) as last_step,
         max(idx) as last_idx,
         any_value(n) as n,
-        arg_min(fitted_start, step) as from_length,
+        arg_min(start_value, step) as from_length,  -- observed (a fitted start can fall below 0 after a collapse)
         arg_min(start_step, step) as from_step,
         max(value) as to_length,
         arg_min(growth, step) as growth,
@@ -110,7 +110,7 @@ select
     printf('mean response length grew from about %.0f tokens at step %d to %.0f by step %d (+%.0f%% within %d '
            || 'steps) while the reward moved %s; the policy is getting verbose without being paid for it: add a '
            || 'length penalty or check for truncation and repetition', from_length, from_step, to_length, last_step,
-           100 * growth, onset - from_step,
+           100 * (to_length / greatest(from_length, 1) - 1), onset - from_step,
            coalesce(printf('%+.0f%%', 100 * reward_growth), 'unknown (no reward logged)')) as message
 from kept
 where before_length is null or final_length >= (1 + $min_kept) * before_length
