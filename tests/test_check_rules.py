@@ -358,36 +358,23 @@ def _tiny_runs(root: Path, logs: Path) -> None:
             timing["timing_s/save_checkpoint"] = 40.0
         rows.append(({"critic/score/mean": 0.5, "actor/kl_loss": 0.01, **timing}, {"step": step}))
     write_run(root, rows, run_id="timing01", name="timing", project="verl-grpo")
-    # TRL: the format reward never fires
-    write_run(
-        root,
-        [
-            {
-                "train/reward": 0.3 + 0.01 * i,
-                "train/rewards/accuracy_reward/mean": 0.3 + 0.01 * i,
-                "train/rewards/format_reward/mean": 0.0,
-                "train/global_step": i + 1,
-            }
-            for i in range(30)
-        ],
-        run_id="deadcomp",
-        name="deadcomp",
-    )
-    # TRL: a format reward that gives every completion 1.0 (a checker that accepts anything)
-    write_run(
-        root,
-        [
-            {
-                "train/reward": 1.3 + 0.01 * i,
-                "train/rewards/accuracy_reward/mean": 0.3 + 0.01 * i,
-                "train/rewards/format_reward/mean": 1.0,
-                "train/global_step": i + 1,
-            }
-            for i in range(30)
-        ],
-        run_id="constcmp",
-        name="constcomp",
-    )
+    # TRL: the format reward never fires (deadcomp), or gives every completion 1.0 (constcomp: a checker that
+    # accepts anything)
+    for run_id, name, format_reward in (("deadcomp", "deadcomp", 0.0), ("constcmp", "constcomp", 1.0)):
+        write_run(
+            root,
+            [
+                {
+                    "train/reward": 0.3 + format_reward + 0.01 * i,
+                    "train/rewards/accuracy_reward/mean": 0.3 + 0.01 * i,
+                    "train/rewards/format_reward/mean": format_reward,
+                    "train/global_step": i + 1,
+                }
+                for i in range(30)
+            ],
+            run_id=run_id,
+            name=name,
+        )
     # TRL with a learning rate far too high: KL is 0 at the first step (policy = reference), 3.8 by the third, and
     # stays at 4-5 over 200 steps (no trend to detect, and the blow-up is inside the first twentieth of the run)
     write_run(
