@@ -145,10 +145,10 @@ select {{ columns }} from {{ arg_dict['temp_relation'] }}
 {%- do return(false) -%}
 {%- endmacro %}
 
-{% macro on_trainer_steps(relation) -%}
-{#- The rows of `relation` (a CTE of history rows: run_key, step, key, ...) with `step` the trainer's
-    (models/marts/core/trainer_steps.sql): where several logged rows of one key land on one trainer step, the last
-    one logged stands for it. The runs without a counter pass through as they are: ranking every evaluation row
+{% macro on_trainer_steps(relation, series='key') -%}
+{#- The rows of `relation` (a CTE of history rows: run_key, step, and the column `series` that names a series, key
+    or metric) with `step` the trainer's (models/marts/core/trainer_steps.sql): where several logged rows of one
+    series land on one trainer step, the last one logged stands for it. The runs without a counter pass through as they are: ranking every evaluation row
     of the bench's 3e7 values took 2.3 s, against none for the runs that need it. -#}
 (
     select r.* from {{ relation }} as r
@@ -157,8 +157,8 @@ select {{ columns }} from {{ arg_dict['temp_relation'] }}
     select r.* replace (t.trainer_step as step)
     from {{ relation }} as r
     join {{ of_changed_runs(ref('trainer_steps')) }} as t on r.run_key = t.run_key and r.step = t.logged_step
-    -- the latest logged row of each (run, trainer step, key); not `row_number() ... = 1`, which DuckDB 1.5's
+    -- the latest logged row of each (run, trainer step, series); not `row_number() ... = 1`, which DuckDB 1.5's
     -- top-N window rewrite fails on here ("INTERNAL Error: Failed to cast expression to type")
-    qualify r.step = max(r.step) over (partition by r.run_key, t.trainer_step, r.key)
+    qualify r.step = max(r.step) over (partition by r.run_key, t.trainer_step, r.{{ series }})
 )
 {%- endmacro %}

@@ -40,19 +40,8 @@ series as (
     join chosen as c on h.run_key = c.run_key and h.key = c.source_key
 ),
 
-trainer_steps as (
-    select * from {{ of_changed_runs(ref('trainer_steps')) }}
-),
-
 final as (
-    select series.*
-    from series
-    anti join trainer_steps as t on series.run_key = t.run_key
-    union all
-    select s.run_key, t.trainer_step as step, s.ts, s.metric, s.value, s.source_key
-    from series as s
-    join trainer_steps as t on s.run_key = t.run_key and s.step = t.logged_step
-    qualify row_number() over (partition by s.run_key, t.trainer_step, s.metric order by s.step desc) = 1
+    select * from {{ on_trainer_steps('series', series='metric') }} as on_steps
 )
 
 select * from final
