@@ -405,6 +405,22 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="regrow01",
         name="regrow",
     )
+    # a real TRL run made on CPU (entropy collapse): the length jumps from ~8 to its cap of 32 at step 6 while the
+    # reward only starts to rise, so the growth shows in a window shorter than 20 points, at the start of the run
+    lengths = [11.5, 8.3, 8.5, 7.4, 8.2, 31.6, 32.0, 32.0, 32.0, 32.0, 32.0, 32.0, 30.6, 32.0, 32.0, 30.8, 32.0, 30.3]
+    rewards = [0.059, 0.062, 0.087, 0.101, 0.068, 0.115, 0.123, 0.148, 0.184, 0.193, 0.266, 0.291, 0.338, 0.426, 0.465]
+    rewards += [0.528, 0.562, 0.635]
+    lengths += [32.0 - (i % 3) for i in range(22)]
+    rewards += [min(1.0, 0.7 + 0.03 * i) for i in range(22)]
+    write_run(
+        root,
+        [
+            {"train/reward": r, "train/completions/mean_length": n, "train/global_step": i + 1}
+            for i, (n, r) in enumerate(zip(lengths, rewards, strict=True))
+        ],
+        run_id="earlygr1",
+        name="earlygrow",
+    )
     # older TRL without a truncation metric: the mean completion length sits at max_completion_length from step 10
     write_run(
         root,
@@ -643,11 +659,11 @@ def test_targeted_details(tiny):
     assert "never fires" in dead["message"]
     (const,) = tiny("reward_component_dead")["constcomp"]
     assert const["value"] == 1 and "gives every completion the same score" in const["message"]
-    for grew in tiny("response_length_growth")["regrow"]:  # its fitted start lies below 0 tokens
+    for grew in tiny("response_length_growth")["regrow"] + tiny("response_length_growth")["earlygrow"]:
         found = re.search(r"from about (-?\d+) tokens .* to (\d+) by step \d+ \(\+(\d+)%", grew["message"])
         start, end, pct = (int(x) for x in found.groups())  # the rise the numbers shown make (rounded)
         assert start >= 0 and pct == pytest.approx(100 * (end / max(start, 1) - 1), rel=0.1), grew["message"]
-    assert tiny("response_length_growth")["regrow"]
+    assert tiny("response_length_growth")["regrow"] and tiny("response_length_growth")["earlygrow"]
     (early,) = tiny("kl_drift")["klearly"]
     assert early["severity"] == "error" and "far above the reference" in early["message"]
     (pinned,) = tiny("response_truncation")["pinned"]

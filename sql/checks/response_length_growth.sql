@@ -77,7 +77,9 @@ episodes as (
         max(step) as last_step,
         max(idx) as last_idx,
         any_value(n) as n,
-        arg_min(start_value, step) as from_length,  -- observed (a fitted start can fall below 0 after a collapse)
+        -- observed (a fitted start can fall below 0 after a collapse); a window shorter than `window` points, at
+        -- the start of the run, has no head to take it from: its fitted start, floored at 0
+        arg_min(greatest(coalesce(start_value, fitted_start), 0), step) as from_length,
         arg_min(start_step, step) as from_step,
         max(value) as to_length,
         arg_min(growth, step) as growth,
