@@ -290,6 +290,19 @@ def test_real_trainer_log_runs_get_only_the_alarms_their_sources_support(real_tr
 # --------------------------------------------------------------------------- targeted runs for the other rules
 
 
+def _length_run(root: Path, name: str, lengths: list[float], rewards: list[float]) -> None:
+    """A TRL run (W&B, on train/global_step) logging only its reward and mean completion length."""
+    write_run(
+        root,
+        [
+            {"train/reward": r, "train/completions/mean_length": n, "train/global_step": i + 1}
+            for i, (n, r) in enumerate(zip(lengths, rewards, strict=True))
+        ],
+        run_id=f"{name[:6]}{len(lengths):02d}"[:8],
+        name=name,
+    )
+
+
 def _tiny_runs(root: Path, logs: Path) -> None:
     quiet = {"train/reward": 0.5, "train/kl": 0.02}
     # grad norm vanishes from step 15
@@ -406,7 +419,7 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         name="regrow",
     )
     # a real TRL run made on CPU (entropy collapse): the length jumps from ~8 to its cap of 32 at step 6 while the
-    # reward only starts to rise, so the growth shows in a window shorter than 20 points, at the start of the run
+    # reward starts to rise: a jump to the length limit (response_truncation's finding), and paid for, not verbosity
     lengths = [11.5, 8.3, 8.5, 7.4, 8.2, 31.6, 32.0, 32.0, 32.0, 32.0, 32.0, 32.0, 30.6, 32.0, 32.0, 30.8, 32.0, 30.3]
     rewards = [0.059, 0.062, 0.087, 0.101, 0.068, 0.115, 0.123, 0.148, 0.184, 0.193, 0.266, 0.291, 0.338, 0.426, 0.465]
     rewards += [0.528, 0.562, 0.635]
@@ -418,8 +431,34 @@ def _tiny_runs(root: Path, logs: Path) -> None:
             {"train/reward": r, "train/completions/mean_length": n, "train/global_step": i + 1}
             for i, (n, r) in enumerate(zip(lengths, rewards, strict=True))
         ],
-        run_id="earlygr1",
-        name="earlygrow",
+        run_id="capjump1",
+        name="capjump",
+    )
+    # the length climbs steadily from ~8 to ~40 over the first 12 steps and stays while the reward stays flat: the
+    # growth shows in a window shorter than 20 points, at the start of the run
+    _length_run(root, "earlygrow", [min(40.0, 8.0 + 2.7 * i) + 0.3 * (i % 3) for i in range(40)], [0.1] * 40)
+    # the length jumps from ~300 to ~900 between two steps and stays there, the reward flat: a new level, not a
+    # steady growth (the OLS slope of every window over the jump is significant)
+    _length_run(root, "jumplevel", [(300.0 if i < 30 else 900.0) + 7 * math.sin(i) for i in range(60)], [0.5] * 60)
+    # the length climbs 250 -> 400 over 20 steps while the reward is still flat, then the reward follows (+60%): by
+    # the end of the run the reward has outgrown the length (longer reasoning that pays, a little later)
+    _length_run(
+        root,
+        "paidgrowth",
+        [250.0 + 7.5 * min(max(i - 40, 0), 20) + 4 * math.sin(i) for i in range(140)],
+        [0.5 + 0.3 * min(max(i - 60, 0), 40) / 40 + 0.01 * math.sin(i) for i in range(140)],
+    )
+    # a policy that answers in 2 tokens and then in 5 (a real TRL run collapsed to a letter): +150%, 3 tokens
+    _length_run(
+        root, "fewtokens", [2.0 + 0.15 * min(max(i - 20, 0), 20) + 0.05 * (i % 3) for i in range(60)], [0.5] * 60
+    )
+    # a burst at the start of the run (450 -> 600 over its first 15 steps) that falls back to the start: noise, with
+    # no earlier steps to measure the growth against but its own first ones
+    _length_run(
+        root,
+        "startbump",
+        [450.0 + (10.0 * i if i < 15 else 0.0) + 5 * math.sin(i) for i in range(60)],
+        [0.5 + 0.01 * math.sin(i) for i in range(60)],
     )
     # older TRL without a truncation metric: the mean completion length sits at max_completion_length from step 10
     write_run(
@@ -664,6 +703,8 @@ def test_targeted_details(tiny):
         start, end, pct = (int(x) for x in found.groups())  # the rise the numbers shown make (rounded)
         assert start >= 0 and pct == pytest.approx(100 * (end / max(start, 1) - 1), rel=0.1), grew["message"]
     assert tiny("response_length_growth")["regrow"] and tiny("response_length_growth")["earlygrow"]
+    grown = tiny("response_length_growth")  # not growths that outrun the reward (see their runs):
+    assert not [name for name in ("capjump", "jumplevel", "paidgrowth", "startbump", "fewtokens") if grown[name]]
     (early,) = tiny("kl_drift")["klearly"]
     assert early["severity"] == "error" and "far above the reference" in early["message"]
     (pinned,) = tiny("response_truncation")["pinned"]

@@ -17,10 +17,17 @@
 -- param run_growth = 1.0     -- also over the whole run: the median length of its last fifth at least doubled (+100%)
 --                               against its first tenth, while the reward's relative rise stayed under reward_share
 --                               of that (slow growth on a dense log never shows within 20 points)
+-- param min_tokens = 16      -- and by at least this many tokens (a collapsed policy answering in 2 tokens that
+--                               now answers in 4 has not become verbose)
+-- param min_rise_points = 3  -- steadily: at least this many logged lengths lie between 10% and 90% of the rise (a
+--                               jump to a new level, such as answers suddenly cut at the length limit, has one or
+--                               two: that is response_truncation's finding, or a regime switch, not a growth)
 -- Length that grows with the reward is healthy (longer reasoning that pays); length that grows while the reward
 -- barely moves is verbosity the reward does not ask for, and it runs into the length limit next. Reported at the
--- end of the first window showing it; windows less than a window apart are one episode. Without a reward metric the
--- length trend alone decides.
+-- end of the first window showing it; windows less than a window apart are one episode. The growth must also hold
+-- to the end of the run and still outrun the reward there: from the `window` lengths before the episode (its first
+-- five at the start of a run) to the run's last `window`, against the reward's change over the same steps. Without
+-- a reward metric the length trend alone decides.
 with lengths as (
     select
         run_key, step, value,
@@ -36,6 +43,35 @@ growing as (
     where k >= $min_points and slope_se is not null
         and slope > $min_t * greatest(slope_se, 1e-12)
         and slope * (step - start_step) >= $min_growth * greatest(fitted_start, 1)
+),
+
+-- steadily: the lengths of the window that lie between 10% and 90% of its rise (first five against last five)
+window_points as (
+    select
+        g.run_key, g.step, l.value,
+        l.idx - g.start_idx as pos,
+        g.idx - g.start_idx as last_pos
+    from growing as g
+    join lengths as l on g.run_key = l.run_key and l.idx between g.start_idx and g.idx
+),
+
+window_levels as (
+    select
+        run_key, step,
+        median(value) filter (where pos < 5) as low,
+        median(value) filter (where pos > last_pos - 5) as high
+    from window_points
+    group by run_key, step
+),
+
+steady as (
+    select p.run_key, p.step
+    from window_points as p
+    join window_levels as v on p.run_key = v.run_key and p.step = v.step
+    group by p.run_key, p.step, v.low, v.high
+    having count(*) filter (
+        where p.value > v.low + 0.1 * (v.high - v.low) and p.value < v.low + 0.9 * (v.high - v.low)
+    ) >= $min_rise_points
 ),
 
 -- the reward's fitted relative rise over the same span of steps
@@ -56,6 +92,7 @@ reward_rise as (
 outrunning as (
     select g.*, rr.reward_growth
     from growing as g
+    semi join steady as s on g.run_key = s.run_key and g.step = s.step
     left join reward_rise as rr on g.run_key = rr.run_key and g.step = rr.step and rr.reward_points >= 3
     where rr.reward_growth is null or rr.reward_growth < $reward_share * g.growth
 ),
@@ -88,16 +125,58 @@ episodes as (
     group by run_key, episode
 ),
 
-kept as (  -- the median length before the episode against the median over the run's last `window` steps
+-- where the growth is judged to have held: the `window` lengths before the episode (its first five at the start of
+-- a run, which has none before it) against the run's last `window`
+episode_starts as (
+    select e.run_key, e.onset, min(l.idx) as from_idx
+    from episodes as e
+    join lengths as l on e.run_key = l.run_key and e.from_step <= l.step
+    group by e.run_key, e.onset
+),
+
+spans as (
     select
         e.*,
-        (select median(l.value) from lengths as l
-         where l.run_key = e.run_key and l.step < e.from_step and l.idx >= (
-             select min(x.idx) from lengths as x where x.run_key = e.run_key and x.step >= e.from_step) - $window)
-            as before_length,
-        (select median(l.value) from lengths as l where l.run_key = e.run_key and l.idx > e.n - $window)
-            as final_length
+        case when x.from_idx > 5 then greatest(x.from_idx - $window, 1) else x.from_idx end as before_lo,
+        case when x.from_idx > 5 then x.from_idx - 1 else x.from_idx + 4 end as before_hi
     from episodes as e
+    join episode_starts as x on e.run_key = x.run_key and e.onset = x.onset
+),
+
+held as (
+    select
+        s.run_key, s.onset,
+        median(l.value) filter (where l.idx between s.before_lo and s.before_hi) as before_length,
+        min(l.step) filter (where l.idx between s.before_lo and s.before_hi) as before_from,
+        max(l.step) filter (where l.idx between s.before_lo and s.before_hi) as before_to,
+        median(l.value) filter (where l.idx > s.n - $window) as final_length,
+        min(l.step) filter (where l.idx > s.n - $window) as final_from
+    from spans as s
+    join lengths as l on s.run_key = l.run_key
+    group by s.run_key, s.onset
+),
+
+-- the reward's relative change over the same steps
+held_reward as (
+    select
+        h.run_key, h.onset,
+        (median(r.value) filter (where r.step >= h.final_from)
+            - median(r.value) filter (where r.step between h.before_from and h.before_to))
+            / greatest(abs(median(r.value) filter (where r.step between h.before_from and h.before_to)), 0.1)
+            as reward_change
+    from held as h
+    join metrics as r on h.run_key = r.run_key and r.metric = 'reward_mean' and isfinite(r.value)
+    group by h.run_key, h.onset
+),
+
+kept as (
+    select e.*
+    from episodes as e
+    join held as h on e.run_key = h.run_key and e.onset = h.onset
+    left join held_reward as hr on e.run_key = hr.run_key and e.onset = hr.onset
+    where h.final_length >= (1 + $min_kept) * h.before_length
+        and h.final_length - h.before_length >= $min_tokens
+        and (hr.reward_change is null or hr.reward_change < $reward_share * (h.final_length / h.before_length - 1))
 )
 
 select
@@ -115,7 +194,6 @@ select
            100 * (to_length / greatest(from_length, 1) - 1), onset - from_step,
            coalesce(printf('%+.0f%%', 100 * reward_growth), 'unknown (no reward logged)')) as message
 from kept
-where before_length is null or final_length >= (1 + $min_kept) * before_length
 
 union all by name
 
@@ -155,7 +233,10 @@ from (
     having any_value(l.n) >= 40
 ) as whole
 where end_length >= (1 + $run_growth) * start_length
+    and end_length - start_length >= $min_tokens
     and (reward_growth is null or reward_growth < $reward_share * (end_length / start_length - 1))
-    and run_key not in (
-        select run_key from kept where before_length is null or final_length >= (1 + $min_kept) * before_length
-    )
+    and (select count(*) from lengths as x
+         where x.run_key = whole.run_key
+             and x.value > whole.start_length + 0.1 * (whole.end_length - whole.start_length)
+             and x.value < whole.start_length + 0.9 * (whole.end_length - whole.start_length)) >= $min_rise_points
+    and run_key not in (select run_key from kept)
