@@ -514,13 +514,13 @@ def _tiny_runs(root: Path, logs: Path) -> None:
                 row["train/reward_std"] = 0.0 if tied else 0.3
             rows.append(row)
         write_run(root, rows, run_id=run_id, name=name)
-    # a reward that starts at 0.40, settles flat at 0.38 and only rises (to ~0.45) over its last 90 steps: it
+    # a reward that starts at 0.40, settles flat at 0.38 and only rises (to ~0.51) over its last 90 steps: it
     # improved, but the flat stretch sits below where it started, so that stretch is not where it converged
     noise = random.Random(3)
     write_run(
         root,
         [
-            {"train/reward": (0.40 if i < 30 else 0.38 + max(0, i - 210) * 0.0008) + noise.gauss(0, 0.008)}
+            {"train/reward": (0.40 if i < 30 else 0.38 + max(0, i - 210) * 0.0015) + noise.gauss(0, 0.008)}
             for i in range(300)
         ],
         run_id="laterise",
@@ -571,6 +571,27 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         ],
         run_id="coarse01",
         name="coarse",
+    )
+    # the reward climbs 0.3 -> 0.8 over 60 steps, then falls back to where it started: it did improve (the fall is
+    # reward_collapse's), so "never improved" would be false
+    write_run(
+        root,
+        [
+            {"train/reward": (0.3 + 0.5 * i / 60 if i < 60 else 0.3) + 0.02 * math.sin(i), "train/global_step": i + 1}
+            for i in range(90)
+        ],
+        run_id="risefal1",
+        name="risecollapse",
+    )
+    # 300 steps that gain 4%: significant on a log this dense, and still no learning
+    write_run(
+        root,
+        [
+            {"train/reward": 1.12 + 0.05 * i / 300 + 0.04 * math.sin(1.7 * i), "train/global_step": i + 1}
+            for i in range(300)
+        ],
+        run_id="barely01",
+        name="barelyrose",
     )
     # verl: every step a little slower, 62 s to 180 s over 60 steps (no single drop a trailing baseline would see)
     write_run(
@@ -729,6 +750,16 @@ def test_a_flat_stretch_below_the_start_is_not_a_convergence(tiny):
     where it started: "converged: it rose from 0.40 to about 0.38" would contradict itself, and "never improved"
     would be false."""
     assert tiny("reward_plateau")["laterise"] == []
+
+
+def test_never_improved_means_no_material_rise_at_any_time(tiny):
+    """A run that rose and fell back to its start improved; a run whose reward gained 4% over 300 steps did not,
+    however significant the gain is on a dense log."""
+    plateau = tiny("reward_plateau")
+    assert not [r for r in plateau["risecollapse"] if r["severity"] == "warn"], plateau["risecollapse"]
+    (never,) = plateau["barelyrose"]
+    assert never["severity"] == "warn" and never["step"] == 1 and "never improved" in never["message"]
+    assert "(+4%," in never["message"], never["message"]
 
 
 def test_stale_heartbeat_by_age(tiny):

@@ -16,11 +16,16 @@
 -- param smooth = 5           -- the onset is the first step whose trailing mean of this many steps reached the
 --                               plateau's mean level
 -- param min_points = 9       -- logged steps a run needs before "never improved" is judged (three per third)
--- param t_gain = 2           -- improved: the last third's mean is this many standard errors above the first tenth's
+-- param t_gain = 2           -- improved: the last (or middle) third's mean is this many standard errors above the
+--                               first tenth's ...
+-- param min_gain = 0.1       -- ... and above it by this share of the first tenth's level (floored at 0.1), in that
+--                               third or in the last tenth (a late rise): a gain of 5% over 400 steps can be
+--                               significant on a dense log with autocorrelated noise and is still no learning
 -- The reward is reward_mean (Diplomacy benchmark/reward_mean, TRL reward, verl critic/score/mean). Two findings:
--- * never improved (warn): the last third of the run is not significantly above its first tenth (Welch t < t_gain)
---   nor below it (a fall is reward_collapse's), judged over the whole run, so short and coarse logs (25-50
---   points) are judged too;
+-- * never improved (warn): neither the last nor the middle third of the run is above its first tenth, significantly
+--   (Welch t >= t_gain) and by min_gain, and the last third is not significantly below it (a fall is
+--   reward_collapse's, and a run that rose and then collapsed did improve); judged over the whole run, so short and
+--   coarse logs (25-50 points) are judged too;
 -- * converged (info): after a significant rise, a flat window (below) above the first tenth's mean (a flat stretch
 --   before a late rise is not where the run converged); the message states the gain. A rise that stops is
 --   convergence as far as the reward alone can tell: telling a stall "far below where its trend was heading" from
@@ -159,6 +164,10 @@ thirds as (
         avg(value) filter (where idx <= greatest(3, ceil(n / 10))) as first_mean,
         var_samp(value) filter (where idx <= greatest(3, ceil(n / 10))) as first_var,
         count(*) filter (where idx <= greatest(3, ceil(n / 10))) as first_k,
+        avg(value) filter (where idx > n / 3 and idx <= n - n / 3) as mid_mean,
+        var_samp(value) filter (where idx > n / 3 and idx <= n - n / 3) as mid_var,
+        count(*) filter (where idx > n / 3 and idx <= n - n / 3) as mid_k,
+        avg(value) filter (where idx > n - greatest(3, ceil(n / 10))) as end_mean,
         avg(value) filter (where idx > n - n / 3) as last_mean,
         var_samp(value) filter (where idx > n - n / 3) as last_var,
         count(*) filter (where idx > n - n / 3) as last_k
@@ -167,9 +176,23 @@ thirds as (
     having any_value(n) >= $min_points
 ),
 
-gains as (
-    select *, (last_mean - first_mean) / greatest(sqrt(first_var / first_k + last_var / last_k), 1e-12) as t_rise
+rises as (
+    select
+        *,
+        (last_mean - first_mean) / greatest(sqrt(first_var / first_k + last_var / last_k), 1e-12) as t_rise,
+        (mid_mean - first_mean) / greatest(sqrt(first_var / first_k + mid_var / mid_k), 1e-12) as t_mid,
+        (last_mean - first_mean) / greatest(abs(first_mean), 0.1) as last_gain,
+        (greatest(last_mean, end_mean) - first_mean) / greatest(abs(first_mean), 0.1) as gain,
+        (mid_mean - first_mean) / greatest(abs(first_mean), 0.1) as mid_gain
     from thirds
+),
+
+gains as (
+    select
+        *,
+        t_rise >= $t_gain and gain >= $min_gain as rose,
+        (t_rise >= $t_gain and gain >= $min_gain) or (t_mid >= $t_gain and mid_gain >= $min_gain) as improved
+    from rises
 )
 
 select
@@ -181,12 +204,12 @@ select
     'reward_mean' as metric,
     last_mean as value,
     $t_gain as threshold,
-    printf('reward never improved: %.3g over the first tenth of the run, %.3g over the last third (%d logged steps, '
-           || 't = %.1f); the policy is not learning: check that rewards vary within groups (reward_std), the '
-           || 'learning rate and KL penalty, and that the task is not too hard for the model', first_mean,
-           last_mean, n, t_rise) as message
+    printf('reward never improved: %.3g over the first tenth of the run, %.3g over the last third (%+.0f%%, %d '
+           || 'logged steps, t = %.1f); the policy is not learning: check that rewards vary within groups '
+           || '(reward_std), the learning rate and KL penalty, and that the task is not too hard for the model',
+           first_mean, last_mean, 100 * last_gain, n, t_rise) as message
 from gains
-where abs(t_rise) < $t_gain
+where not improved and t_rise > -$t_gain
 
 union all by name
 
@@ -203,4 +226,4 @@ select
            || 'trend over %d logged steps, t = %.1f)', g.first_mean, o.level, o.onset, o.w, o.t) as message
 from onsets as o
 join gains as g using (run_key)
-where g.t_rise >= $t_gain and o.level > g.first_mean
+where g.rose and o.level > g.first_mean
