@@ -572,6 +572,22 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="coarse01",
         name="coarse",
     )
+    # evaluations every 2 steps: the reward climbs 0.005 a step under noise of sd 0.08 while the accuracy slips; a
+    # window of 5 evaluations (10 steps) holds a rise of 0.05, lost in the noise; one of 40 holds 0.4
+    noise = random.Random(11)
+    write_run(
+        root,
+        [
+            {
+                "train/reward": 0.3 + 0.005 * i + noise.gauss(0, 0.08),
+                "train/global_step": i + 1,
+                **({"eval/accuracy": 0.55 - 0.0003 * i + noise.gauss(0, 0.03)} if i % 2 else {}),
+            }
+            for i in range(200)
+        ],
+        run_id="denseev1",
+        name="denseevals",
+    )
     # the reward climbs 0.3 -> 0.8 over 60 steps, then falls back to where it started: it did improve (the fall is
     # reward_collapse's), so "never improved" would be false
     write_run(
@@ -736,6 +752,8 @@ def test_targeted_details(tiny):
     assert "was at the maximum (510 tokens) on up to 25% of the logged steps (over 20 steps)" in sometimes["message"]
     (double,) = tiny("duplicate_steps")["doublelog"]
     assert double["metric"] == "train/global_step" and double["value"] == 20
+    dense = tiny("reward_hacking")["denseevals"]  # seen once a window holds 40 evaluations (80 steps)
+    assert dense and min(r["step"] for r in dense) >= 80 and "between steps" in dense[0]["message"], dense
     (penalty,) = tiny("reward_hacking")["penalty"]
     assert penalty["step_end"] == 48 and penalty["value"] == -1.0 and "fired on 3 of 60" in penalty["message"]
     (bench,) = tiny("duplicate_steps")["benchdouble"]

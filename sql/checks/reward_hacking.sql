@@ -5,7 +5,8 @@
 -- role: cause
 -- advice: samples do: Read samples for the loophole the policy exploits
 -- advice: reward_design do: Harden the verifier and the per-function rewards against it
--- param task_points = 5      -- each window spans this many consecutive task-metric logs (evaluations are sparse)
+-- param task_points = 5      -- each window spans this many consecutive task-metric logs (evaluations are sparse),
+--                               or two, four or eight times as many
 -- param min_reward_points = 10 -- fewest reward logs inside a window
 -- param min_reward_t = 4     -- the reward's OLS slope over the window must be this many standard errors above 0
 -- param min_rise_noise = 4   -- and its fitted rise over the window at least this many times the reward's residual
@@ -34,18 +35,74 @@ with task as (
     where metric = 'task_score' and isfinite(value)
 ),
 
+-- windows of task_points consecutive task logs, and of two, four and eight times as many: evaluations every few
+-- steps make the short windows too short for the reward's climb to stand out of its noise
 task_windows as (
     select
         *,
-        first_value(step) over span as start_step,
-        first_value(value) over span as task_from,
-        regr_count(value, step) over span as k,
-        regr_slope(value, step) over span as task_slope,
-        regr_sxx(value, step) over span as sxx,
-        regr_syy(value, step) over span as syy,
-        regr_sxy(value, step) over span as sxy
+        1 as scale,
+        first_value(step) over span1 as start_step,
+        first_value(value) over span1 as task_from,
+        regr_count(value, step) over span1 as k,
+        regr_slope(value, step) over span1 as task_slope,
+        regr_sxx(value, step) over span1 as sxx,
+        regr_syy(value, step) over span1 as syy,
+        regr_sxy(value, step) over span1 as sxy
     from task
-    window span as (partition by run_key order by step rows between $task_points - 1 preceding and current row)
+    window span1 as (
+        partition by run_key order by step rows between $task_points - 1 preceding and current row  -- noqa: PRS
+    )
+
+    union all by name
+
+    select
+        *,
+        2 as scale,
+        first_value(step) over span2 as start_step,
+        first_value(value) over span2 as task_from,
+        regr_count(value, step) over span2 as k,
+        regr_slope(value, step) over span2 as task_slope,
+        regr_sxx(value, step) over span2 as sxx,
+        regr_syy(value, step) over span2 as syy,
+        regr_sxy(value, step) over span2 as sxy
+    from task
+    window span2 as (
+        partition by run_key order by step rows between 2 * $task_points - 1 preceding and current row  -- noqa: PRS
+    )
+
+    union all by name
+
+    select
+        *,
+        4 as scale,
+        first_value(step) over span4 as start_step,
+        first_value(value) over span4 as task_from,
+        regr_count(value, step) over span4 as k,
+        regr_slope(value, step) over span4 as task_slope,
+        regr_sxx(value, step) over span4 as sxx,
+        regr_syy(value, step) over span4 as syy,
+        regr_sxy(value, step) over span4 as sxy
+    from task
+    window span4 as (
+        partition by run_key order by step rows between 4 * $task_points - 1 preceding and current row  -- noqa: PRS
+    )
+
+union all by name
+
+    select
+        *,
+        8 as scale,
+        first_value(step) over span8 as start_step,
+        first_value(value) over span8 as task_from,
+        regr_count(value, step) over span8 as k,
+        regr_slope(value, step) over span8 as task_slope,
+        regr_sxx(value, step) over span8 as sxx,
+        regr_syy(value, step) over span8 as syy,
+        regr_sxy(value, step) over span8 as sxy
+    from task
+    window span8 as (
+        partition by run_key order by step rows between 8 * $task_points - 1 preceding and current row  -- noqa: PRS
+    )
 ),
 
 task_fits as (
@@ -53,13 +110,14 @@ task_fits as (
         *,
         task_slope / greatest(sqrt(greatest(syy - sxy * sxy / sxx, 0) / (k - 2) / sxx), 1e-12) as task_t
     from task_windows
-    where k = $task_points and k > 2 and sxx > 0
+    where k = scale * $task_points and k > 2 and sxx > 0
 ),
 
 reward_fits as (
     select
         t.run_key,
         t.step,
+        t.scale,
         count(r.value) as reward_n,
         regr_slope(r.value, r.step) as reward_slope,
         regr_sxx(r.value, r.step) as rsxx,
@@ -71,7 +129,7 @@ reward_fits as (
     join metrics as r
         on t.run_key = r.run_key and r.metric = 'reward_mean' and isfinite(r.value)
         and r.step between t.start_step and t.step
-    group by t.run_key, t.step
+    group by t.run_key, t.step, t.scale
 ),
 
 windows as (
@@ -84,14 +142,21 @@ windows as (
         r.reward_from,
         r.reward_to
     from task_fits as t
-    join reward_fits as r using (run_key, step)
+    join reward_fits as r using (run_key, step, scale)
     where r.reward_n >= $min_reward_points and r.rsxx > 0
+),
+
+-- the task logs at which a window ends that shows it (the shortest such window)
+shown as (
+    select *
+    from windows
+    where reward_t >= $min_reward_t and reward_rise >= $min_rise_noise * reward_noise and task_t <= $max_task_t
+    qualify row_number() over (partition by run_key, step order by scale) = 1
 ),
 
 hacking as (
     select *, idx - lag(idx) over (partition by run_key order by step) as gap
-    from windows
-    where reward_t >= $min_reward_t and reward_rise >= $min_rise_noise * reward_noise and task_t <= $max_task_t
+    from shown
 ),
 
 -- windows less than a window apart are one episode
