@@ -276,13 +276,15 @@ def test_wandb_runs_are_real_offline_runs(tmp_path):
     assert len(folders) == 1 and list(folders[0].glob("run-*.wandb"))
 
 
-def test_the_checks_score_on_a_seed_of_the_second_generator(tmp_path):
+@pytest.mark.parametrize("seed", [0, 4, 5])
+def test_the_checks_score_on_a_seed_of_the_second_generator(tmp_path, seed):
     """End to end through ingest, dbt and every rule (pipeline.evaluation.check_eval.evaluate_synthetic): a guard
     against a rule change that trades these runs for the demo's shapes. Seed 0 scored 1.00 / 1.00 when this was
-    written."""
+    written; seeds 4 and 5 hold the shapes that made rules fail once (a jump of the length to its limit, a rise
+    that collapsed below its start, a plateau gaining 5%, dense evaluations under a slow hack): 1.00 / 1.00 since."""
     from pipeline.evaluation.check_eval import evaluate_synthetic, format_table
 
-    scored = evaluate_synthetic(tmp_path, [0])
-    total = scored["seeds"]["0"]
+    scored = evaluate_synthetic(tmp_path, [seed])
+    total = scored["seeds"][str(seed)]
     assert total["error"] is None and total["labels"] >= 15, format_table(scored["pooled"])
-    assert total["precision"] >= 0.9 and total["recall"] >= 0.9, format_table(scored["pooled"])
+    assert total["precision"] >= 0.95 and total["recall"] >= 0.95, format_table(scored["pooled"])
