@@ -138,6 +138,9 @@ def test_fuzz_line_parsers_only_return_or_say_why():
         text = raw.decode("utf-8", "replace")
         trainer_log_lines.dict_line(text.replace('"', "'"))
         trainer_log_lines.verl_line("step:1 - " + text.replace("\n", " "), cut=rng.random() < 0.5)
+        for line in (text, "[Step 3] " + text.replace("\n", " | "), "Epoch:[1/2](4/9), " + text.replace("\n", ", ")):
+            pairs = trainer_log_lines.kv_line(line)
+            assert pairs is None or -(2**63) <= pairs.step < 2**63, f"seed {SEED}/{seed}"
         trainer_log_lines.console_value(text)
         ns = event_files.parse_time_ns(random_json(rng) if rng.random() < 0.5 else rng.choice(_STRINGS + _NUMBERS))
         assert ns is None or -62_135_596_800 * 10**9 <= ns < 253_402_300_800 * 10**9, f"seed {SEED}/{seed}"

@@ -595,22 +595,76 @@ def test_a_trainer_state_under_another_name_or_its_bare_log_history_is_read(tmp_
 
 
 def test_a_console_log_with_no_metric_line_says_so_once(tmp_path):
-    """A hand-written trainer's own print format is not one the reader knows: the ingest says the file gave nothing,
-    on its first read only (a log that grows is read from its cursor on), and still reads the logs it knows."""
-    custom = tmp_path / "r1_main.log"
-    custom.write_text("Epoch:[1/1](1/500), Reward: 0.3846, KL_ref: 0.0004, Avg Len: 129\n")
+    """A trainer's own print format with no step on its metric lines is not one the reader knows: the ingest says the
+    file gave nothing, on its first read only (a log that grows is read from its cursor on), and still reads the
+    logs it knows."""
+    custom = tmp_path / "rl_grpo.log"
+    custom.write_text("2025-09-23 09:01:00,984 - train - INFO - rl_loss: -0.0027, time: 109.1, l2_norm: 0.14\n")
     known = tmp_path / "train.log"
     known.write_text("{'loss': 0.1, 'reward': 0.25, 'epoch': 0.1}\n")
     report = trainer_logs.ingest(tmp_path / "lake", [tmp_path])
     assert report.files_read == 2 and len(runs(tmp_path / "lake")) == 1
     assert [n for n in report.notes if "no metric line found" in n] == [
-        f"{custom}: no metric line found (read as a console log: a TRL/HF dict per line, or verl's "
-        "`step:N - key:value - …`); nothing taken from it"
+        f"{custom}: no metric line found (read as a console log: a TRL/HF dict per line, verl's "
+        "`step:N - key:value - …`, or `key: value` pairs with a step); nothing taken from it"
     ]
     with open(custom, "a") as fh:
-        fh.write("Epoch:[1/1](2/500), Reward: 0.3004, KL_ref: 0.0002, Avg Len: 176\n")
+        fh.write("2025-09-23 09:05:16,843 - train - INFO - rl_loss: 0.0, time: 115.3, l2_norm: 0.17\n")
     again = trainer_logs.ingest(tmp_path / "lake", [tmp_path])
     assert again.files_read == 1 and not any("no metric line" in n for n in again.notes)
+
+
+def test_hand_written_key_value_lines_with_a_step(tmp_path):
+    """Custom trainers print `key: value` pairs with a step of their own: MiniMind's per-epoch `(i/N)`, a
+    `[Step N]` prefix after a timestamp. Keys are kept lower case with `_` for spaces; progress and housekeeping
+    lines around them (a step with one number, sizes with units, a tqdm bar, a DEBUG dump) are not metrics."""
+    minimind = tmp_path / "minimind" / "r1_main.log"
+    minimind.parent.mkdir()
+    minimind.write_text(
+        "nohup: ignoring input\n"
+        "Model Params: 30.03M\n"
+        "Epoch:[1/2](1/3), Reward: 0.3846, Fmt: 1.00, KL_ref: 0.0004, Actor Loss: 0.0000, Avg Len: 129, LR: 1e-06\n"
+        "[DEBUG] step 2 completion: The answer is 42, reward: 1.0\n"
+        "Epoch:[1/2](2/3), Reward: 0.3004, Fmt: 1.00, KL_ref: -0.0050, Actor Loss: 0.0005, Avg Len: 176, LR: 1e-06\n"
+        "Epoch:[1/2](3/3), Reward: nan, Fmt: 0.62, KL_ref: 0.0042, Actor Loss: 1.7809, Avg Len: 198, LR: 1e-06\n"
+        "Epoch:[2/2](1/3), Reward: 0.4360, Fmt: 1.00, KL_ref: 0.0081, Actor Loss: 0.0015, Avg Len: 214, LR: 1e-06\n"
+    )
+    pipes = tmp_path / "ppo" / "train.log"
+    pipes.parent.mkdir()
+    pipes.write_text(
+        "2025-12-12 13:39:10,001 | [Rank 0] step=10, skipped=4, lr=[5.79e-07, 5.79e-07]\n"
+        "2025-12-12 13:39:17,669 | [Step 20] loss=1.5565 | kl=-0.0615 | mean_reward=-5.4102 | clipfrac=0.625\n"
+        "  Step 21: generated 8 completions in 374.3s\n"
+        "  5%|5         | 21/400 [00:10<03:10,  1.99it/s]\n"
+        "2025-12-12 13:39:50,358 | [Step 40] loss=-0.0455 | kl=-0.1610 | mean_reward=-0.8989 | clipfrac=0.500\n"
+        "MemAllocated=10.77GB, MaxMemAllocated=20.55GB, step 41\n"
+    )
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [minimind, pipes])
+    assert report.issues == [] and not any("no metric line" in n for n in report.notes)
+    run = run_of(lake_root, "r1_main")
+    got = values_by_step(lake_root, run["run_key"])
+    assert sorted(got) == [1, 2, 3, 4] and run["origin"] == "console_kv"  # epoch 2's step 1 is the 4th step
+    assert set(got[1]) == {"reward", "fmt", "kl_ref", "actor_loss", "avg_len", "lr"}
+    assert got[2]["kl_ref"][3] == -0.005 and got[1]["avg_len"][4] == 129 and math.isnan(got[3]["reward"][3])
+    ppo = values_by_step(lake_root, run_of(lake_root, "ppo")["run_key"])
+    assert sorted(ppo) == [20, 40] and set(ppo[20]) == {"loss", "kl", "mean_reward", "clipfrac"}
+    assert ppo[40]["mean_reward"][3] == -0.8989
+
+
+def test_a_per_epoch_step_count_continues_across_epochs_and_appends(tmp_path):
+    """DeepSpeed-Chat prints `epoch: E|step: S|…` with S counted from 0 in each epoch: epoch 1's step 0 follows
+    epoch 0's last step. Lines appended later are read from the cursor and carry on the count."""
+    log = tmp_path / "step3" / "training.log"
+    log.parent.mkdir()
+    log.write_text("".join(f"epoch: 0|step: {s}|ppo_ep: 1|act_loss: 0.{s}1|cri_loss: 0.{s}2\n" for s in range(3)))
+    lake_root = tmp_path / "lake"
+    trainer_logs.ingest(lake_root, [log])
+    with open(log, "a") as fh:
+        fh.write("".join(f"epoch: 1|step: {s}|ppo_ep: 1|act_loss: 1.{s}1|cri_loss: 1.{s}2\n" for s in range(2)))
+    trainer_logs.ingest(lake_root, [log])
+    got = values_by_step(lake_root, run_of(lake_root, "step3")["run_key"])
+    assert sorted(got) == [0, 1, 2, 3, 4] and got[3]["act_loss"][3] == 1.01 and got[4]["epoch"][4] == 1
 
 
 def test_ray_tagged_verl_lines_and_slurm_out_files_are_read(tmp_path):

@@ -1,7 +1,8 @@
 """How a line of each trainer-log format becomes a step and its values (the formats themselves are described in
 pipeline.sources.trainer_logs): a JSONL object, an HF Trainer console dict, a verl console ``step:N - key:value``
-line, and the numbers inside them (``nan``, numpy/torch wrappers, numeric strings). Pure functions of one line, so
-the fuzz tests can throw anything at them; only ``complete_lines`` touches a file."""
+line, a hand-written trainer's ``key: value`` line with a step, and the numbers inside them (``nan``, numpy/torch
+wrappers, numeric strings). Pure functions of one line, so the fuzz tests can throw anything at them; only
+``complete_lines`` touches a file."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import math
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from pipeline.secrets import redact_text
@@ -121,6 +123,73 @@ def verl_line(line: str, cut: bool) -> tuple[int, dict] | None:
         if sep and key:
             items[key] = console_value(text)
     return int(match.group(1)), items
+
+
+# A hand-written trainer's metric line: `key: value` or `key=value` pairs, the key one to four words (`Actor Loss`,
+# `actor/kl`), the value a plain number followed by a separator (`12.5s`, `10.77GB` and `[0.9, 0.95]` are not
+# values), each pair at the line's start or after a separator, so `global_step=10` inside `epoch=0/global_step=10`
+# and the `08:59` of a timestamp are not pairs.
+_KV_PAIR = re.compile(
+    r"(?:^|(?<=[\s,|;(\[{]))"
+    r"(?P<key>[A-Za-z_][\w/.\-]*(?: [A-Za-z_][\w/.\-]*){0,3})"
+    r"\s*[:=]\s*"
+    r"(?P<value>[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|nan|inf))"
+    r"(?=$|[\s,|;)\]}])",
+    re.IGNORECASE,
+)
+# The step of such a line, as trainers print it: a pair (`step: 12`, `global_step=12`, `iter: 3`), or a word and a
+# number (`[Step 20]`, `[Update 40]`, `GRPO step 10/500`), or an epoch and a step within it (MiniMind's
+# `Epoch:[1/2](3/500)`).
+KV_STEP_KEYS = ("global_step", "step", "train_step", "training_step", "iteration", "iter", "update")
+_KV_STEP_WORD = re.compile(
+    r"(?:^|(?<=[\s,|;(\[{]))(?:global[ _])?(?:step|iter|iteration|update)\s+#?(?P<step>\d{1,18})"
+    r"(?:\s*/\s*(?P<total>\d{1,18}))?(?=$|[\s,|;:)\]}])",
+    re.IGNORECASE,
+)
+_KV_EPOCH = re.compile(
+    r"(?:^|(?<=[\s,|;(\[{]))epoch\s*[:=]?\s*\[?\s*(?P<epoch>\d{1,9})\s*/\s*\d{1,9}\s*\]?"
+    r"(?:\s*[,:]?\s*\(\s*(?P<step>\d{1,18})\s*/\s*(?P<total>\d{1,18})\s*\))?",
+    re.IGNORECASE,
+)
+KV_MIN_VALUES = 2  # a line with a step and fewer values is a progress or housekeeping line (`step=10, skipped=4`)
+
+
+@dataclass(frozen=True)
+class KvLine:
+    step: int  # as printed: within its epoch when the trainer counts per epoch (pipeline.sources.trainer_logs)
+    epoch: int | None  # the epoch the line names, if any
+    per_epoch: int | None  # steps per epoch, when the line says (`(3/500)` after an epoch)
+    values: dict[str, int | float]
+
+
+def kv_key(key: str) -> str:
+    """A printed key as the lake keeps it: lower case, words joined by `_` (`Actor Loss` -> `actor_loss`)."""
+    return "_".join(key.split()).lower()
+
+
+def kv_line(line: str) -> KvLine | None:
+    """A hand-written trainer's metric line (``[Step 20] loss=1.5 | kl=0.01``, ``epoch: 0|step: 3|act_loss: 0.2|…``,
+    ``Epoch:[1/1](3/500), Reward: 0.38, KL_ref: 0.0004``): its step and at least KV_MIN_VALUES numeric values, else
+    None. An `epoch` pair stays a value, as the HF Trainer logs it."""
+    pairs: dict[str, int | float] = {}
+    for match in _KV_PAIR.finditer(line):
+        value = number(match.group("value"))
+        if value is not None:
+            pairs.setdefault(kv_key(match.group("key")), value)
+    step = next((integral(pairs.pop(k)) for k in KV_STEP_KEYS if k in pairs), None)
+    for key in KV_STEP_KEYS:  # a second spelling of the step is not a value either
+        pairs.pop(key, None)
+    epoch = pairs.get("epoch")
+    per_epoch = None
+    if step is None and (word := _KV_STEP_WORD.search(line)) is not None:
+        step = int(word.group("step"))
+    if (found := _KV_EPOCH.search(line)) is not None:
+        epoch = int(found.group("epoch"))
+        if step is None and found.group("step") is not None:
+            step, per_epoch = int(found.group("step")), int(found.group("total"))
+    if step is None or not is_int64(step) or len(pairs) - ("epoch" in pairs) < KV_MIN_VALUES:
+        return None
+    return KvLine(step, integral(epoch) if epoch is not None else None, per_epoch, pairs)
 
 
 def integral(value: Any) -> int | None:

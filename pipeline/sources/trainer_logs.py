@@ -30,6 +30,13 @@ Formats, and why each is read the way it is:
   ``console_verl``: ``step:N - key:value - ...`` with ``np.float64(...)``/``np.int32(...)``/``tensor(...)`` wrappers.
   W&B's console capture cuts lines at 4096 characters: a pair is kept only when `` - `` follows it, or when it ends a
   line that ended with a newline and is shorter than 4096 characters.
+  ``console_kv``: a hand-written trainer's own print, ``key: value`` or ``key=value`` pairs with a step on the line
+  (``[Step 20] loss=1.55 | kl=0.01``, ``GRPO step 10/500 | loss: 0.0``, ``epoch: 0|step: 3|act_loss: 0.21|…``,
+  MiniMind's ``Epoch:[1/1](3/500), Reward: 0.38, KL_ref: 0.0004``) and at least two numeric values; keys are kept
+  lower case with ``_`` for spaces (``Actor Loss`` → ``actor_loss``), so the alias seed can map them. Later lines
+  must share a key with the file's first such line (a progress line with a step is not a metric line). A per-epoch
+  count is made global: ``(i/N)`` after an epoch, or a count that goes back as the printed epoch advances. A value
+  printed on a line of its own without a step (DeepSpeed-Chat's ``average reward score: …``) is not read.
 
 Append-only files (JSONL, console) keep a byte offset per file, and only complete lines are read: a last line
 without its newline waits for the next ingest. A refresh with nothing new costs one ``stat`` per file. A log that
@@ -67,10 +74,12 @@ from pipeline.sources import files
 from pipeline.sources.files import FileIssue, IngestReport, failed_file
 from pipeline.sources.trainer_log_lines import (
     BadLine,
+    KvLine,
     complete_lines,
     dict_line,
     integral,
     jsonl_row,
+    kv_line,
     shown,
     verl_line,
 )
@@ -426,8 +435,8 @@ class TrainerLogIngest:
             self.touched[cursor["run_key"]].touch(path, mtime_ns)
         if kind == "console" and cursor["format"] is None and cursor["offset"] == 0 and end > 0:
             self.report.notes.append(
-                f"{path}: no metric line found (read as a console log: a TRL/HF dict per line, or verl's "
-                "`step:N - key:value - …`); nothing taken from it"
+                f"{path}: no metric line found (read as a console log: a TRL/HF dict per line, verl's "
+                "`step:N - key:value - …`, or `key: value` pairs with a step); nothing taken from it"
             )
         cursor.update(offset=end, size=size, mtime_ns=mtime_ns)
         return cursor
@@ -436,7 +445,7 @@ class TrainerLogIngest:
         """Read a log again from its start: its run's values from earlier ingests are superseded (staging keeps
         this source's rows of the run from this ingest on), so steps the new content lacks do not linger."""
         self.report.notes.append(f"{why}; reading it again from the start")
-        cursor.update(offset=0, format=None, ordinal=0)
+        cursor.update(offset=0, format=None, ordinal=0, kv=None)
         if cursor["run_key"] in self.runs or cursor["run_key"] in self.touched:
             info = self._run(cursor["run_key"])
             info.reset_history()
@@ -498,6 +507,34 @@ class TrainerLogIngest:
                 step = cursor["ordinal"]
                 info.config["step_source"] = "ordinal"
             self._emit(info, step, None, offset, values)
+        elif fmt in (None, "console_kv") and not line.startswith(("{", "step:")):
+            pairs = kv_line(line)
+            state = dict(cursor.get("kv") or {})  # a copy: the cursor the ingest started from stays as it was
+            if pairs is None or (state.get("keys") and not set(pairs.values) & set(state["keys"])):
+                return  # not a metric line, or one of another kind than the file's first (a progress line)
+            cursor["format"] = "console_kv"
+            cursor["kv"] = state
+            state.setdefault("keys", sorted(pairs.values))
+            step = _kv_step(state, pairs)
+            self._emit(self._log_run(path, cursor, "console_kv"), step, None, offset, pairs.values)
+
+
+def _kv_step(state: dict, line: KvLine) -> int:
+    """The trainer's step of a ``key: value`` line. A trainer that counts steps per epoch and says so
+    (``Epoch:[2/3](7/500)``) is on step (epoch - first epoch) x 500 + 7; one that prints its epoch and a count that
+    goes back when the epoch advances (DeepSpeed-Chat's ``epoch: 1|step: 0|…``) continues from the last step of the
+    epoch before. ``state`` (the file's cursor) keeps what that needs."""
+    if line.epoch is None:
+        return line.step
+    first = state.setdefault("first_epoch", line.epoch)
+    if line.per_epoch is not None:
+        return (line.epoch - first) * line.per_epoch + line.step
+    base, last = state.get("base", 0), state.get("last")  # last: [epoch, step as printed]
+    state.setdefault("zero_based", line.step == 0)
+    if last is not None and line.epoch > last[0] and line.step <= last[1]:
+        base += last[1] + (1 if state["zero_based"] else 0)
+    state.update(base=base, last=[line.epoch, line.step])
+    return base + line.step
 
 
 def _same(a: Any, b: Any) -> bool:
