@@ -205,11 +205,13 @@ from windows;
 -- minus `mad_factor` robust SDs (1.4826 MAD), the median minus `min_drop_share` of the run's p5..p95 range before
 -- the baseline ends (pass 1, 0, 0 to leave a term out). An onset is a step below the bar whose next `sustain` - 1
 -- points stay below it too; the episode lasts until the metric climbs back to bar + `recover_share` of the way to
--- the baseline. Onsets inside an earlier unrecovered episode are that episode. One row per episode: run_key,
+-- the baseline. With `new_low`, those `sustain` points must also lie below the run's p5 before the baseline ends: a
+-- level the run had hardly ever visited (a series as noisy as 8 samples a step dips that low now and then).
+-- Onsets inside an earlier unrecovered episode are that episode. One row per episode: run_key,
 -- onset, onset_value, base_median, bar, recovered_at (null: still collapsed), lowest, collapsed_level (median
 -- while collapsed), last_low (last step before the recovery).
 create or replace temp macro collapses(metric_name, window_steps, lag, min_baseline, sustain, drop_ratio, mad_factor,
-                                       min_drop_share, recover_share, min_base := -1e308) as table
+                                       min_drop_share, recover_share, min_base := -1e308, new_low := false) as table
 with series as (
     select run_key, step, value, row_number() over (partition by run_key order by step) as idx
     from metrics
@@ -223,6 +225,7 @@ baseline as (
         1.4826 * mad(value) over recent as base_spread,
         count(*) over recent as base_n,
         quantile_cont(value, 0.95) over earlier - quantile_cont(value, 0.05) over earlier as prior_range,
+        quantile_cont(value, 0.05) over earlier as prior_low,
         max(value) over ahead as worst_ahead,
         count(*) over ahead as n_ahead
     from series
@@ -263,6 +266,7 @@ ends as (
     from bars as o
     join series as s on o.run_key = s.run_key and o.step < s.step
     where o.value < o.bar and o.n_ahead = sustain and o.worst_ahead < o.bar  -- noqa: RF02
+        and (not new_low or o.worst_ahead < o.prior_low)  -- noqa: RF02
     group by o.run_key, o.step
 )
 

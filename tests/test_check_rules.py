@@ -572,6 +572,32 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="coarse01",
         name="coarse",
     )
+    # a k1 estimate of KL hovering just below 0 under a flat reward for 300 steps: one stretch of a policy that
+    # barely moves, not one per window whose fitted KL rise happened to be positive
+    write_run(
+        root,
+        [
+            {
+                "train/reward": 0.4 + 0.01 * math.sin(2.1 * i),
+                "train/kl": -0.0003 + 0.0001 * math.sin(1.3 * i),
+                "train/global_step": i + 1,
+            }
+            for i in range(300)
+        ],
+        run_id="k1kl0001",
+        name="k1kl",
+    )
+    # 8 samples a step: one step in ten has a mean of ~40 tokens against a median of ~250, so three such steps in a
+    # row (45, 50, 45 at steps 300-302) are the run's noise, not a collapse to lengths it never produced
+    _length_run(
+        root,
+        "lengthdips",
+        [
+            (45.0 + 5 * (i % 2) if 300 <= i <= 302 else 40.0 if i % 10 == 3 else 250.0 + 50 * math.sin(0.9 * i))
+            for i in range(400)
+        ],
+        [0.5 + 0.01 * math.sin(i) for i in range(400)],
+    )
     # evaluations every 2 steps: the reward climbs 0.005 a step under noise of sd 0.08 while the accuracy slips; a
     # window of 5 evaluations (10 steps) holds a rise of 0.05, lost in the noise; one of 40 holds 0.4
     noise = random.Random(11)
@@ -643,6 +669,16 @@ def _tiny_runs(root: Path, logs: Path) -> None:
     lines = [{"step": s, "train/loss": 0.1 + 0.001 * s} for s in range(20)]
     lines += [{"step": s, "train/loss": 0.2 + 0.001 * s} for s in range(10, 20)]
     (logs / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    # a hand-written trainer's console (MiniMind's print): a flat reward, KL to the reference hovering around 0
+    (logs.parent / "minimind").mkdir()
+    (logs.parent / "minimind" / "train_grpo.log").write_text(
+        "".join(
+            f"Epoch:[1/1]({i}/120), Reward: {0.4 + 0.02 * math.sin(1.9 * i):.4f}, KL_ref: "
+            f"{0.0003 * math.sin(1.3 * i):.4f}, Actor Loss: 0.0000, Avg Len: {150 + 9 * math.sin(i):.0f}, "
+            "LR: 0.00000100\n"
+            for i in range(1, 121)
+        )
+    )
 
 
 @pytest.fixture(scope="module")
@@ -679,6 +715,7 @@ def tiny(tmp_path_factory):
             by_name[names[row["run_key"]]].append(row)
         return by_name
 
+    run.con = con  # type: ignore[attr-defined]  # for the tests that read the marts
     yield run
     con.close()
 
@@ -752,6 +789,9 @@ def test_targeted_details(tiny):
     assert "was at the maximum (510 tokens) on up to 25% of the logged steps (over 20 steps)" in sometimes["message"]
     (double,) = tiny("duplicate_steps")["doublelog"]
     assert double["metric"] == "train/global_step" and double["value"] == 20
+    (barely,) = tiny("too_conservative")["k1kl"]
+    assert barely["step_end"] is None and barely["value"] < 0, barely
+    assert tiny("response_length_collapse")["lengthdips"] == []
     dense = tiny("reward_hacking")["denseevals"]  # seen once a window holds 40 evaluations (80 steps)
     assert dense and min(r["step"] for r in dense) >= 80 and "between steps" in dense[0]["message"], dense
     (penalty,) = tiny("reward_hacking")["penalty"]
@@ -761,6 +801,17 @@ def test_targeted_details(tiny):
     assert tiny("duplicate_steps")["profiled"] == []
     (restart,) = tiny("duplicate_steps")["restarted"]
     assert restart["metric"] == "history.versions" and restart["value"] == 10
+
+
+def test_a_hand_written_console_log_is_judged_on_the_canonical_metrics(tiny):
+    """MiniMind prints `Reward`, `KL_ref`, `Avg Len`, `Actor Loss` and `LR`: the alias seed maps them, so its flat
+    reward with KL near 0 is a policy that barely moves."""
+    (run_key,) = tiny.con.sql("select run_key from runs where name = 'train_grpo'").fetchone()
+    metrics = dict(
+        tiny.con.execute("select metric, count(*) from metrics where run_key = ? group by metric", [run_key]).fetchall()
+    )
+    assert metrics == {m: 120 for m in ("reward_mean", "kl", "response_length_mean", "loss", "learning_rate")}
+    assert [r["step"] for r in tiny("too_conservative")["train_grpo"]] == [13]  # the first window after the warm-up
 
 
 def test_a_flat_stretch_below_the_start_is_not_a_convergence(tiny):

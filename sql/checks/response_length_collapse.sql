@@ -13,7 +13,8 @@
 -- param recover_ratio = 0.6  -- the episode ends when the length is back above this share of that baseline
 -- param min_length = 16      -- ignore runs whose baseline is already this short (tokens)
 -- A slow drift (1000 -> 600 tokens over 30 steps) is not a collapse; a fall to near-empty answers within a few
--- steps is. The baseline is frozen at the onset, so the episode lasts until the length really recovers.
+-- steps is, to lengths below the run's own p5 so far (a mean over 8 samples a step dips to a third of its median
+-- for a few steps now and then). The baseline is frozen at the onset, so the episode lasts until the length really recovers.
 select
     run_key,
     'response_length_collapse' as check_name,
@@ -28,4 +29,4 @@ select
            || 'length or format exploit, and lower the learning rate', base_median, onset_value, onset, lowest)
         as message
 from collapses('response_length_mean', $window, 0, $min_baseline, $sustain, $drop_ratio, 0, 0,
-               ($recover_ratio - $drop_ratio) / (1 - $drop_ratio), min_base := $min_length)
+               ($recover_ratio - $drop_ratio) / (1 - $drop_ratio), min_base := $min_length, new_low := true)

@@ -10,12 +10,14 @@
 -- param warmup_share = 0.1   -- windows must start after the first tenth of the run
 -- param max_kl = 0.002       -- "near 0": median KL over the window below this, 5x under the healthy 0.01-0.05
 -- param max_kl_rise = 0.5    -- and KL grew by less than this share across the window (a KL still climbing means
---                               the policy is moving, just not towards more reward)
+--                               the policy is moving, just not towards more reward) of its median, or of a tenth of
+--                               max_kl when the median is nearer 0 (a k1 estimate of KL hovers around 0, below it too)
 -- param max_zero_share = 0.5 -- not explained by tied groups: median frac_reward_zero_std below this
 -- param min_entropy_share = 0.5 -- not explained by an entropy collapse: median entropy above this share of the
 --                               run's early entropy (first tenth of its steps)
 -- A flat reward has other causes (no reward variance, collapsed entropy) that are flagged by their own checks and
--- need other fixes; this one is the lr / KL-penalty diagnosis. Reported at the start of the first window.
+-- need other fixes; this one is the lr / KL-penalty diagnosis. Reported at the start of the first window; windows
+-- that overlap, or leave less than half a window between them, are one episode.
 with reward as (
     select
         run_key, step, value,
@@ -88,13 +90,21 @@ early_entropy as (
 ),
 
 conservative as (
-    select c.*, c.idx - row_number() over (partition by c.run_key order by c.step) as episode
+    select c.*, c.idx - lag(c.idx) over (partition by c.run_key order by c.step) as gap
     from context as c
     left join early_entropy as e using (run_key)
     where c.kl_median < $max_kl
-        and coalesce(c.kl_rise, 0) < $max_kl_rise * greatest(c.kl_median, 1e-9)
+        and coalesce(c.kl_rise, 0) < $max_kl_rise * greatest(abs(c.kl_median), $max_kl / 10)
         and coalesce(c.zero_share, 0) < $max_zero_share
         and (c.entropy is null or e.early is null or c.entropy >= $min_entropy_share * e.early)
+),
+
+numbered as (
+    select
+        *,
+        count(*) filter (where gap is null or gap > $window + $window // 2)
+            over (partition by run_key order by step) as episode
+    from conservative
 ),
 
 episodes as (
@@ -106,7 +116,7 @@ episodes as (
         any_value(n) as n,
         arg_min(level, step) as level,
         max(kl_median) as kl_median
-    from conservative
+    from numbered
     group by run_key, episode
 )
 
