@@ -17,8 +17,9 @@ The other lake tables (events, ingest issues) are listed the same way, without r
 only the dbt nodes downstream of the lake tables that changed (``selection``): when only trainer logs grew, the
 event marts and their tests are not touched, and when nothing changed dbt is not started at all.
 
-A build is full (every model from the whole lake) when there is no record, when the dbt project changed, when
-the warehouse lacks any of the project's relations, or when asked (`grpolens build --full-refresh`).
+A build is full (every model from the whole lake) when there is no record, when the dbt project or grpolens.yaml's
+metric aliases changed (pipeline.aliases: every run's metrics change), when the warehouse lacks any of the
+project's relations, or when asked (`grpolens build --full-refresh`).
 """
 
 from __future__ import annotations
@@ -86,6 +87,13 @@ def files_digest(base: Path) -> str:
 def dbt_digest() -> str:
     """The dbt project's models, macros, seeds and settings: when they change, every model is rebuilt."""
     return files_digest(DBT_PROJECT_DIR)
+
+
+def build_digest(user_aliases: dict[str, str]) -> str:
+    """What every model's rows depend on besides the lake: the dbt project and the metric aliases of grpolens.yaml."""
+    from pipeline import aliases
+
+    return dbt_digest() if not user_aliases else f"{dbt_digest()}+{aliases.digest(user_aliases)}"
 
 
 def lake_parts(settings: Settings) -> dict[str, tuple[int, int]]:
@@ -178,10 +186,10 @@ def _missing_tables(settings: Settings) -> list[str]:
     return [table for table in expected if table not in have]
 
 
-def plan(settings: Settings, full_refresh: bool = False) -> BuildPlan:
+def plan(settings: Settings, full_refresh: bool = False, user_aliases: dict[str, str] | None = None) -> BuildPlan:
     """Compare the lake with the last complete build's record."""
     record = load_record(settings)
-    digest = dbt_digest()
+    digest = build_digest(user_aliases or {})
     current = lake_parts(settings)
     known = (record or {}).get("parts", {})
     unchanged = {
@@ -198,7 +206,11 @@ def plan(settings: Settings, full_refresh: bool = False) -> BuildPlan:
         if full_refresh
         else "no record of a complete build"
         if record is None
-        else "the dbt project changed"
+        else (
+            "the dbt project changed"
+            if str(record.get("dbt_digest")).split("+")[0] != dbt_digest()
+            else "grpolens.yaml's metric aliases changed"
+        )
         if record.get("dbt_digest") != digest
         else ""
     )
@@ -249,14 +261,16 @@ def _source_of(path: str) -> str:
 
 def prepare(settings: Settings, full_refresh: bool = False) -> BuildPlan:
     """Plan the build, write the changed runs where the models read them, and keep the plan pending."""
-    from pipeline import warehouse
+    from pipeline import aliases, warehouse
 
-    build = plan(settings, full_refresh)
+    user_aliases = aliases.load(settings)
+    build = plan(settings, full_refresh, user_aliases)
     settings.home.mkdir(parents=True, exist_ok=True)
     write_json(settings.home / PENDING, asdict(build))
     con = warehouse.connect_write(settings) if settings.duckdb_path.exists() else _create(settings)
     try:
-        con.execute("begin")  # both or neither
+        con.execute("begin")  # all or none
+        aliases.write(con, user_aliases)
         write_changed_runs(con, f"main.{CHANGED_RUNS_TABLE}", build.changed_runs)
         con.execute(
             f"create or replace table main.{GROWN_RUNS_TABLE} as select g[1] as run_key, g[2] as lake_source, "

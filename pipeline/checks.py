@@ -416,7 +416,8 @@ def check_warehouse(settings, run_key: str | None = None, persist: bool = True) 
     it, with the errors of the check run that wrote it, and runs no rule. Otherwise, with ``persist``, it brings
     the table up to date incrementally: only the runs whose lake parts changed since they were last checked are
     checked again, the flags of the others are kept, those of runs that are gone are dropped, and the rules over
-    the event marts (rows of no run) are run whole; a change of rules, detectors or thresholds checks every run.
+    the event marts (rows of no run) are run whole; a change of rules, detectors, thresholds, dbt models or metric
+    aliases checks every run.
     Without ``persist`` (a read path: reports, Dagster's asset checks, `grpolens check --run`) it writes nothing
     and runs the rules itself, over ``run_key``'s rows only when given."""
     from pipeline import build_plan, warehouse
@@ -452,9 +453,10 @@ def check_warehouse(settings, run_key: str | None = None, persist: bool = True) 
 @dataclass
 class ToCheck:
     """How far the anomalies table is behind the warehouse: every run (``whole``: no table yet, or the rules,
-    detectors or thresholds changed), else the runs to check again and the runs that are gone."""
+    detectors or thresholds changed, or the dbt project or metric aliases the warehouse was built with), else the
+    runs to check again and the runs that are gone."""
 
-    digest: str  # of the rules and thresholds
+    digest: str  # of the rules and thresholds, and of the build
     versions: dict[str, Any]  # run_key -> its lake parts, as the last complete build saw them
     events: Any  # the event parts, likewise
     state: dict  # what the table reflects (CHECKED)
@@ -470,8 +472,10 @@ class ToCheck:
 def _to_check(settings, con, checks: list[Check], overrides: dict[str, dict]) -> ToCheck:
     from pipeline import build_plan
 
-    digest = checks_digest(checks, overrides)
     record = build_plan.load_record(settings)
+    # and what the warehouse was built with: a changed dbt model or metric alias changes every run's marts while
+    # its lake parts stay as they were
+    digest = checks_digest(checks, overrides) + f"@{(record or {}).get('dbt_digest')}"
     versions, events = build_plan.run_versions(record), build_plan.other_parts_version(record)
     state = _checked_state(settings)
     has_table = bool(

@@ -37,12 +37,13 @@ def cmd_build(args, settings: Settings) -> int:
 
 
 def cmd_refresh(args, settings: Settings) -> int:
-    from pipeline import warehouse
+    from pipeline import aliases, warehouse
     from pipeline.checks import check_overrides, check_warehouse, load_checks
     from pipeline.dbt_process import DbtProcess
     from pipeline.ingest import SOURCES, ingest
 
     check_overrides(settings, load_checks())  # a broken grpolens.yaml fails now, not after the ingest and the build
+    aliases.load(settings)
     if not any(getattr(settings, source.setting) for source in SOURCES.values()):
         raise UserError(
             "no source is configured, so there is nothing to refresh: set GRPOLENS_WANDB_DIRS (W&B run "

@@ -16,6 +16,7 @@ from typing import Any, cast
 import numpy as np
 import polars as pl
 
+from pipeline import aliases
 from pipeline.report import sweep_stats
 from pipeline.report.sections import HIGHER_IS_BETTER, _flatten
 
@@ -96,7 +97,7 @@ def choose_metric(con, run_keys: list[str], metric: str | None) -> str:
     if metric:
         if metric not in shared:
             mapped = con.execute(
-                "select any_value(metric) from metric_aliases where source_key = $m", {"m": metric}
+                f"select any_value(metric) from ({aliases.known_sql(con)}) where source_key = $m", {"m": metric}
             ).fetchone()[0]
             if mapped in shared:
                 return mapped

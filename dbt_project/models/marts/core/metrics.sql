@@ -1,6 +1,6 @@
--- history mapped onto the canonical vocabulary (seed metric_aliases). One series per (run, metric):
--- when a run logs several keys for one metric, the lowest-priority alias present in that run wins for
--- every step of it (alphabetical source_key breaks ties), so a series never mixes definitions.
+-- history mapped onto the canonical vocabulary (seed metric_aliases, and grpolens.yaml's aliases). One series per
+-- (run, metric): when a run logs several keys for one metric, the lowest-priority alias present in that run wins
+-- for every step of it (alphabetical source_key breaks ties), so a series never mixes definitions.
 -- The step is the trainer's (trainer_steps): a run that logs a trainer step counter is put on it, and when two
 -- of its logged rows land on one trainer step, the later one's value is the step's.
 -- Incremental: the runs history redid are redone (pipeline/build_plan.py), the others kept.
@@ -12,8 +12,17 @@ with history as (
     where value is not null
 ),
 
+-- grpolens.yaml's aliases (pipeline/aliases.py) replace the seed's mapping of their keys and win over the seed's
+-- other keys of their metric
+user_aliases as (
+    select source_key, metric, 0 as priority from {{ user_aliases() }}
+),
+
 aliases as (
-    select * from {{ ref('metric_aliases') }}
+    select source_key, metric, priority from {{ ref('metric_aliases') }}
+    where source_key not in (select source_key from user_aliases)
+    union all
+    select source_key, metric, priority from user_aliases
 ),
 
 run_keys as (
