@@ -37,72 +37,24 @@ with task as (
 
 -- windows of task_points consecutive task logs, and of two, four and eight times as many: evaluations every few
 -- steps make the short windows too short for the reward's climb to stand out of its noise
+scales as (
+    select unnest([1, 2, 4, 8]) as scale
+),
+
 task_windows as (
     select
-        *,
-        1 as scale,
-        first_value(step) over span1 as start_step,
-        first_value(value) over span1 as task_from,
-        regr_count(value, step) over span1 as k,
-        regr_slope(value, step) over span1 as task_slope,
-        regr_sxx(value, step) over span1 as sxx,
-        regr_syy(value, step) over span1 as syy,
-        regr_sxy(value, step) over span1 as sxy
-    from task
-    window span1 as (
-        partition by run_key order by step rows between $task_points - 1 preceding and current row  -- noqa: PRS
-    )
-
-    union all by name
-
-    select
-        *,
-        2 as scale,
-        first_value(step) over span2 as start_step,
-        first_value(value) over span2 as task_from,
-        regr_count(value, step) over span2 as k,
-        regr_slope(value, step) over span2 as task_slope,
-        regr_sxx(value, step) over span2 as sxx,
-        regr_syy(value, step) over span2 as syy,
-        regr_sxy(value, step) over span2 as sxy
-    from task
-    window span2 as (
-        partition by run_key order by step rows between 2 * $task_points - 1 preceding and current row  -- noqa: PRS
-    )
-
-    union all by name
-
-    select
-        *,
-        4 as scale,
-        first_value(step) over span4 as start_step,
-        first_value(value) over span4 as task_from,
-        regr_count(value, step) over span4 as k,
-        regr_slope(value, step) over span4 as task_slope,
-        regr_sxx(value, step) over span4 as sxx,
-        regr_syy(value, step) over span4 as syy,
-        regr_sxy(value, step) over span4 as sxy
-    from task
-    window span4 as (
-        partition by run_key order by step rows between 4 * $task_points - 1 preceding and current row  -- noqa: PRS
-    )
-
-union all by name
-
-    select
-        *,
-        8 as scale,
-        first_value(step) over span8 as start_step,
-        first_value(value) over span8 as task_from,
-        regr_count(value, step) over span8 as k,
-        regr_slope(value, step) over span8 as task_slope,
-        regr_sxx(value, step) over span8 as sxx,
-        regr_syy(value, step) over span8 as syy,
-        regr_sxy(value, step) over span8 as sxy
-    from task
-    window span8 as (
-        partition by run_key order by step rows between 8 * $task_points - 1 preceding and current row  -- noqa: PRS
-    )
+        e.run_key, e.step, e.value, e.idx, e.n, s.scale,
+        arg_min(t.step, t.idx) as start_step,
+        arg_min(t.value, t.idx) as task_from,
+        regr_count(t.value, t.step) as k,
+        regr_slope(t.value, t.step) as task_slope,
+        regr_sxx(t.value, t.step) as sxx,
+        regr_syy(t.value, t.step) as syy,
+        regr_sxy(t.value, t.step) as sxy
+    from task as e
+    cross join scales as s
+    join task as t on e.run_key = t.run_key and t.idx between e.idx - s.scale * $task_points + 1 and e.idx
+    group by e.run_key, e.step, e.value, e.idx, e.n, s.scale
 ),
 
 task_fits as (
