@@ -7,7 +7,7 @@ import math
 
 import duckdb
 
-from pipeline import build_plan
+from pipeline import aliases, build_plan
 from pipeline.settings import Settings
 from tests.conftest import grpolens
 
@@ -51,6 +51,10 @@ def test_aliases_map_a_trainers_own_keys_and_a_change_rebuilds_and_rechecks(tmp_
     # the alias of `reward` replaces the seed's, and `score` is the reward now
     assert _metrics(settings) == {"reward_mean <- score": 30, "loss <- pg": 30, "eval_reward <- reward": 30}
     assert _flags(settings) == [("loss_nonfinite", 7)]  # the rules ran again on a run whose lake did not change
+
+    with duckdb.connect(str(settings.duckdb_path), read_only=True) as con:  # as `grpolens sweep --metric` reads them
+        known = dict(con.execute(f"select source_key, metric from ({aliases.known_sql(con)})").fetchall())
+    assert (known["score"], known["reward"], known["train/reward"]) == ("reward_mean", "eval_reward", "reward_mean")
 
     again = grpolens("refresh", env=env, check=True)
     assert "up to date" in again.stdout + again.stderr
