@@ -14,7 +14,8 @@
 -- param min_length = 16      -- ignore runs whose baseline is already this short (tokens)
 -- A slow drift (1000 -> 600 tokens over 30 steps) is not a collapse; a fall to near-empty answers within a few
 -- steps is, to lengths below the run's own p5 so far (a mean over 8 samples a step dips to a third of its median
--- for a few steps now and then). The baseline is frozen at the onset, so the episode lasts until the length really recovers.
+-- for a few steps now and then). The baseline is frozen at the onset, so the episode lasts until the length really
+-- recovers.
 select
     run_key,
     'response_length_collapse' as check_name,
