@@ -434,6 +434,17 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="capjump1",
         name="capjump",
     )
+    # answers pinned at the length limit from step 62 (two steps of ramp), a few cut shorter every seventh step: the
+    # dips reach below 90% of the new level, which is noise on a jump, not lengths on their way up
+    _length_run(
+        root,
+        "noisyjump",
+        [
+            220 + 15 * math.sin(i) if i < 60 else 680.0 if i == 60 else 1100.0 if i == 61 else 1540 - 190 * (i % 7 == 0)
+            for i in range(200)
+        ],
+        [0.5 + 0.02 * math.sin(1.3 * i) for i in range(200)],
+    )
     # the length climbs steadily from ~8 to ~40 over the first 12 steps and stays while the reward stays flat: the
     # growth shows in a window shorter than 20 points, at the start of the run
     _length_run(root, "earlygrow", [min(40.0, 8.0 + 2.7 * i) + 0.3 * (i % 3) for i in range(40)], [0.1] * 40)
@@ -778,7 +789,8 @@ def test_targeted_details(tiny):
         assert start >= 0 and pct == pytest.approx(100 * (end / max(start, 1) - 1), rel=0.1), grew["message"]
     assert tiny("response_length_growth")["regrow"] and tiny("response_length_growth")["earlygrow"]
     grown = tiny("response_length_growth")  # not growths that outrun the reward (see their runs):
-    assert not [name for name in ("capjump", "jumplevel", "paidgrowth", "startbump", "fewtokens") if grown[name]]
+    not_verbose = ("capjump", "jumplevel", "noisyjump", "paidgrowth", "startbump", "fewtokens")
+    assert not [name for name in not_verbose if grown[name]]
     (early,) = tiny("kl_drift")["klearly"]
     assert early["severity"] == "error" and "far above the reference" in early["message"]
     (pinned,) = tiny("response_truncation")["pinned"]

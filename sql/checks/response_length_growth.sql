@@ -19,9 +19,10 @@
 --                               of that (slow growth on a dense log never shows within 20 points)
 -- param min_tokens = 16      -- and by at least this many tokens (a collapsed policy answering in 2 tokens that
 --                               now answers in 4 has not become verbose)
--- param min_rise_points = 3  -- steadily: at least this many logged lengths lie between 10% and 90% of the rise (a
+-- param min_rise_points = 3  -- steadily: at least this many logged lengths lie between 25% and 75% of the rise (a
 --                               jump to a new level, such as answers suddenly cut at the length limit, has one or
---                               two: that is response_truncation's finding, or a regime switch, not a growth)
+--                               two: that is response_truncation's finding, or a regime switch, not a growth; the
+--                               middle half, as the noise on either level reaches past 10% or 90% of the rise)
 -- Length that grows with the reward is healthy (longer reasoning that pays); length that grows while the reward
 -- barely moves is verbosity the reward does not ask for, and it runs into the length limit next. Reported at the
 -- end of the first window showing it; windows less than a window apart are one episode. The growth must also hold
@@ -45,7 +46,7 @@ growing as (
         and slope * (step - start_step) >= $min_growth * greatest(fitted_start, 1)
 ),
 
--- steadily: the lengths of the window that lie between 10% and 90% of its rise (first five against last five)
+-- steadily: the lengths of the window that lie between 25% and 75% of its rise (first five against last five)
 window_points as (
     select
         g.run_key, g.step, l.value,
@@ -70,7 +71,7 @@ steady as (
     join window_levels as v on p.run_key = v.run_key and p.step = v.step
     group by p.run_key, p.step, v.low, v.high
     having count(*) filter (
-        where p.value > v.low + 0.1 * (v.high - v.low) and p.value < v.low + 0.9 * (v.high - v.low)
+        where p.value > v.low + 0.25 * (v.high - v.low) and p.value < v.low + 0.75 * (v.high - v.low)
     ) >= $min_rise_points
 ),
 
@@ -237,6 +238,7 @@ where end_length >= (1 + $run_growth) * start_length
     and (reward_growth is null or reward_growth < $reward_share * (end_length / start_length - 1))
     and (select count(*) from lengths as x
          where x.run_key = whole.run_key
-             and x.value > whole.start_length + 0.1 * (whole.end_length - whole.start_length)
-             and x.value < whole.start_length + 0.9 * (whole.end_length - whole.start_length)) >= $min_rise_points
+             and x.value > whole.start_length + 0.25 * (whole.end_length - whole.start_length)
+             and x.value < whole.start_length + 0.75 * (whole.end_length - whole.start_length))
+        >= greatest($min_rise_points, n / 20)  -- a twentieth of a long run: outliers on either level are not a rise
     and run_key not in (select run_key from kept)
