@@ -567,6 +567,46 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="penalty1",
         name="penalty",
     )
+    # TRL, 240 steps: the format reward climbs 0.1 -> 0.9 and carries the reward while correctness drifts 0.100 ->
+    # 0.108, a gain of many standard errors on a log this dense that is still nothing learnt; beside it a run whose
+    # correctness triples (0.01 -> 0.03) under the same format climb, which did learn something
+    for name, run_id, task_from, task_gain in (
+        ("formdrift", "fmtdrift", 0.1, 0.008),
+        ("tasktriples", "tasktrip", 0.01, 0.02),
+    ):
+        rows = []
+        for i in range(240):
+            fmt = 0.1 + 0.8 / (1 + math.exp(-(i - 100) / 15)) + 0.02 * math.sin(1.7 * i)
+            acc = task_from + task_gain * i / 240 + 0.04 * task_from * math.sin(2.3 * i)
+            rows.append(
+                {
+                    "train/reward": fmt + acc,
+                    "train/rewards/format_reward/mean": fmt,
+                    "train/rewards/correctness_reward/mean": acc,
+                    "train/global_step": i + 1,
+                }
+            )
+        write_run(root, rows, run_id=run_id, name=name)
+    # evaluations every 5 steps: the reward climbs 0.3 -> 0.8 over the first 100 steps while the accuracy stays at
+    # 0.3, then the accuracy climbs to 0.6 while the reward holds: the task lagged the reward, it was not left behind
+    noise = random.Random(5)
+    write_run(
+        root,
+        [
+            {
+                "train/reward": 0.3 + 0.5 * min(i, 100) / 100 + noise.gauss(0, 0.03),
+                "train/global_step": i + 1,
+                **(
+                    {"eval/accuracy": 0.3 + 0.3 * min(max(i - 100, 0), 50) / 50 + noise.gauss(0, 0.03)}
+                    if i % 5 == 4
+                    else {}
+                ),
+            }
+            for i in range(200)
+        ],
+        run_id="tasklag1",
+        name="tasklag",
+    )
     # logging_steps=10: the reward collapses at step 150, between two logged points, 14 points into the run
     write_run(
         root,
@@ -813,6 +853,27 @@ def test_targeted_details(tiny):
     assert tiny("duplicate_steps")["profiled"] == []
     (restart,) = tiny("duplicate_steps")["restarted"]
     assert restart["metric"] == "history.versions" and restart["value"] == 10
+
+
+def test_a_task_that_learnt_nothing_is_flat_however_significant_its_drift(tiny):
+    """A correctness reward that drifts 0.100 -> 0.108 over 240 steps is significant on so dense a log, and too small
+    to be learning (under max_task_ratio of the format's gain and max_task_rise of its own level); one that
+    triples from 0.01 is learning, however small next to the format's gain."""
+    (dominant,) = tiny("reward_component_dominant")["formdrift"]
+    assert dominant["metric"] == "train/rewards/format_reward/mean" and 85 <= dominant["step"] <= 115, dominant
+    (hacking,) = tiny("reward_hacking")["formdrift"]
+    assert "correctness_reward" in hacking["message"], hacking
+    for check in ("reward_component_dominant", "reward_hacking"):
+        assert tiny(check)["tasktriples"] == []
+        assert tiny(check, {"max_task_ratio": 0})["formdrift"] == []  # the drift alone is significant
+
+
+def test_an_episode_the_task_caught_up_with_is_not_hacking(tiny):
+    """The reward led, the accuracy followed 100 steps later: the stretch where only the reward rose is seen, and
+    dismissed once the accuracy stood well above it."""
+    assert tiny("reward_hacking")["tasklag"] == []
+    (seen,) = tiny("reward_hacking", {"min_catch_up_sd": 1e9})["tasklag"]
+    assert seen["step"] <= 100 and seen["step_end"] is not None and seen["step_end"] <= 130, seen
 
 
 def test_a_hand_written_console_log_is_judged_on_the_canonical_metrics(tiny):

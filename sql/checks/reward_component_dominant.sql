@@ -10,7 +10,11 @@
 -- param min_total_t = 2      -- the total reward rose: last third above first third by this many standard errors
 -- param max_task_share = 0.25 -- the task components together gained at most this share of the total's gain ...
 -- param max_task_t = 1       -- ... and each is flat or down: its gain below this many SEs, or non-zero on fewer
---                               than a tenth of the steps (near zero with a handful of hits)
+--                               than a tenth of the steps (near zero with a handful of hits), ...
+-- param max_task_ratio = 0.05 -- ... or a gain too small to matter: under this share of the shaping term's gain ...
+-- param max_task_rise = 0.25 -- ... and under this share of its own first-third level (over hundreds of steps a
+--                               drift of 0.10 -> 0.11 is significant, yet the task learnt nothing; 0.01 -> 0.03 is
+--                               learning)
 -- Components and their statistics come from the reward_components mart (first third against last third of the
 -- run); which components score the task is the dbt vars task_component_pattern / form_component_pattern. A task
 -- component that is near zero with a few non-zero steps (#12 class 6) gains next to nothing: it counts as flat.
@@ -20,7 +24,10 @@ with runs_with_task as (
     select
         run_key,
         sum(gain) as task_gain,
+        max(gain) as task_max_gain,
         bool_and((coalesce(gain_t, 0) < $max_task_t or nonzero_points < 0.1 * points)) as task_flat,
+        bool_and((coalesce(gain_t, 0) < $max_task_t or nonzero_points < 0.1 * points
+            or gain <= $max_task_rise * abs(first_mean))) as task_small,
         string_agg(printf('%s %.3g -> %.3g', component, first_mean, last_mean), ', ') as task_summary
     from reward_components
     where is_task and points >= $min_points
@@ -38,7 +45,7 @@ dominant as (
         and (c.gain_share >= $min_share or c.variance_share >= $min_share)
         and c.gain > 0
         and t.task_gain <= $max_task_share * c.total_gain
-        and t.task_flat
+        and (t.task_flat or (t.task_small and t.task_max_gain <= $max_task_ratio * c.gain))
 )
 
 select

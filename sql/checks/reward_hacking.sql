@@ -14,13 +14,19 @@
 -- param max_task_t = 0       -- while the task metric's OLS slope is at most this many standard errors (0: its
 --                               fitted change is flat or down; a few noisy evaluations cannot show "insignificant")
 -- param sustain = 2          -- in at least this many consecutive windows
+-- param min_catch_up_sd = 1.5 -- an episode that ended, after which the task's mean stands this many of its standard
+--                               deviations above its mean during it, is dismissed: the task lagged the reward (the
+--                               form learnt first, the answers after it); it was not left behind. Its spread, not its
+--                               standard error: a floor of 0.05 that edges up to 0.06 is significant, not learning
 -- param min_points = 20      -- without a task metric: steps with a component and the total reward logged
 -- param min_total_t = 2      -- ... the total reward rose: last third above first third by this many standard errors
 -- param max_task_share = 0.25 -- ... while the task components gained at most this share of it, each of them flat:
+-- param max_component_t = 1  -- its gain below this many SEs (flat or down), or non-zero on under a tenth of the steps,
+-- param max_task_ratio = 0.05 -- or too small to matter: under this share of the total's gain ...
+-- param max_task_rise = 0.25 -- ... and of its own first-third level (as in reward_component_dominant)
 -- param max_penalty_share = 0.2 -- a penalty guard: a reward function that is exactly 0 on all but at most this
 --                               share of the steps and negative on the others (anti-cheating, safety, format
 --                               penalties): each step it fired, the policy tried what it guards against (#12 class 5)
--- param max_component_t = 1  -- its gain below this many SEs (flat or down), or non-zero on under a tenth of the steps
 -- The task metric is task_score (TRL eval/accuracy, verl val-core/*/acc, Diplomacy game/avg_sc_count). Reported at
 -- the task log that closes the first such window (the step it became visible). A run with no task metric but with
 -- per-function rewards is judged on them (the reward_components mart): the total rose while the components that
@@ -141,6 +147,28 @@ episodes as (
     from numbered
     group by run_key, episode
     having count(*) >= $sustain
+),
+
+-- the episodes the task caught up with afterwards (param min_catch_up_sd)
+caught_up as (
+    select e.run_key, e.onset
+    from episodes as e
+    join task as t on e.run_key = t.run_key and e.from_step <= t.step
+    where e.last_idx < e.n
+    group by e.run_key, e.onset, e.last_step
+    having count(*) filter (where t.step > e.last_step) >= $task_points
+        and count(*) filter (where t.step <= e.last_step) >= 2
+        and (avg(t.value) filter (where t.step > e.last_step) - avg(t.value) filter (where t.step <= e.last_step))
+            / greatest(sqrt((var_samp(t.value) filter (where t.step > e.last_step)
+                             + var_samp(t.value) filter (where t.step <= e.last_step)) / 2), 1e-12)
+            >= $min_catch_up_sd
+)
+,
+
+left_behind as (
+    select e.*
+    from episodes as e
+    anti join caught_up as c on e.run_key = c.run_key and e.onset = c.onset
 )
 
 select
@@ -156,7 +184,7 @@ select
            || '(t = %.1f): the policy is gaining reward without getting better at the task; inspect samples '
            || 'and the per-function rewards for a shaping term or a verifier loophole it exploits',
            reward_rise, from_step, onset, reward_t, task_from, task_to, task_t) as message
-from episodes
+from left_behind
 
 union all by name
 
@@ -183,8 +211,11 @@ having bool_or(c.is_task)
     and any_value(c.total_t) >= $min_total_t
     and any_value(c.total_gain) > 0
     and sum(c.gain) filter (where c.is_task) <= $max_task_share * any_value(c.total_gain)
-    and bool_and((coalesce(c.gain_t, 0) < $max_component_t or c.nonzero_points < 0.1 * c.points))
-        filter (where c.is_task)
+    and (bool_and((coalesce(c.gain_t, 0) < $max_component_t or c.nonzero_points < 0.1 * c.points))
+            filter (where c.is_task)
+        or (bool_and((coalesce(c.gain_t, 0) < $max_component_t or c.nonzero_points < 0.1 * c.points
+                or c.gain <= $max_task_rise * abs(c.first_mean))) filter (where c.is_task)
+            and max(c.gain) filter (where c.is_task) <= $max_task_ratio * any_value(c.total_gain)))
 
 union all by name
 
