@@ -667,6 +667,39 @@ def test_a_per_epoch_step_count_continues_across_epochs_and_appends(tmp_path):
     assert sorted(got) == [0, 1, 2, 3, 4] and got[3]["act_loss"][3] == 1.01 and got[4]["epoch"][4] == 1
 
 
+def test_a_value_on_a_line_of_its_own_belongs_to_the_step_line_before_it(tmp_path):
+    """DeepSpeed-Chat prints its reward under the step line, alone: `average reward score: v`. A line of nothing but
+    pairs takes the step of the metric line before it, across ingests too; one before any metric line, prose around
+    a number, a value with a unit and DeepSpeed's own step counter are not values of a step."""
+    log = tmp_path / "step3" / "training.log"
+    log.parent.mkdir()
+    overflow = "[INFO] [loss_scaler.py:181:update_scale] OVERFLOW! Attempted loss scale: 65536, reducing to 32768\n"
+    log.write_text(
+        "average reward score: 9.9\n"  # no step yet
+        + overflow
+        + "epoch: 0|step: 0|ppo_ep: 1|act_loss: 0.21|cri_loss: 0.12|unsuper_loss: 0.0\n"
+        "average reward score: -0.68\n"
+        "-------------------------------------------------------------------------------------\n"
+        "|E2E latency=7.99s |Generate time=5.26s (65.81%) |Others=0.22 (2.73%)|CurSamplesPerSec=8.01\n"
+        + overflow
+        + "epoch: 0|step: 1|ppo_ep: 1|act_loss: 0.30|cri_loss: 0.17|unsuper_loss: 0.0\n"
+        "average reward score: -0.06\n"
+        "[INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=4, lr=[5.79e-07, 5.79e-07]\n"
+        "act_loss: 0.5\n"  # the step line's own key: not a value of step 1
+    )
+    lake_root = tmp_path / "lake"
+    trainer_logs.ingest(lake_root, [log])
+    with open(log, "a") as fh:
+        fh.write("epoch: 0|step: 2|ppo_ep: 1|act_loss: 0.22|cri_loss: 0.14|unsuper_loss: 0.0\n")
+        fh.write("average reward score: 0.20\n")
+    trainer_logs.ingest(lake_root, [log])
+    got = values_by_step(lake_root, run_of(lake_root, "step3")["run_key"])
+    assert sorted(got) == [0, 1, 2]
+    assert {step: values["average_reward_score"][3] for step, values in got.items()} == {0: -0.68, 1: -0.06, 2: 0.2}
+    assert set(got[0]) == {"epoch", "ppo_ep", "act_loss", "cri_loss", "unsuper_loss", "average_reward_score"}
+    assert got[1]["act_loss"][3] == 0.30
+
+
 def test_ray_tagged_verl_lines_and_slurm_out_files_are_read(tmp_path):
     """verl's driver prints through Ray: its metric lines start with a colour code and the printing process's tag.
     A SLURM job's captured stdout is a .out file."""

@@ -192,6 +192,25 @@ def kv_line(line: str) -> KvLine | None:
     return KvLine(step, integral(epoch) if epoch is not None else None, per_epoch, pairs)
 
 
+def kv_trailing(line: str) -> dict[str, int | float] | None:
+    """Values printed on a line of their own, without a step (DeepSpeed-Chat's ``average reward score: -0.68`` under
+    its ``epoch: 0|step: 0|…`` line): the pairs, when from the first of them to the end the line holds nothing else;
+    else None. A step or an epoch on the line, prose around a number (``Attempted loss scale: 65536, reducing to
+    32768``) or a unit (``latency=7.99s``) make it no such line."""
+    found = list(_KV_PAIR.finditer(line))
+    if not found or _KV_PAIR.sub("", line[found[0].start() :]).strip(" \t,|;"):
+        return None
+    pairs: dict[str, int | float] = {}
+    for match in found:
+        value = number(match.group("value"))
+        if value is None:
+            return None
+        pairs.setdefault(kv_key(match.group("key")), value)
+    if {*KV_STEP_KEYS, "epoch"} & set(pairs) or _KV_STEP_WORD.search(line) or _KV_EPOCH.search(line):
+        return None
+    return pairs
+
+
 def integral(value: Any) -> int | None:
     """A step value: an int, or a float with no fraction (``10.0``), within 64 bits; bools and anything else
     (``1e300``, ``2**70``) are not steps."""

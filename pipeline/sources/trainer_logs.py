@@ -35,8 +35,9 @@ Formats, and why each is read the way it is:
   MiniMind's ``Epoch:[1/1](3/500), Reward: 0.38, KL_ref: 0.0004``) and at least two numeric values; keys are kept
   lower case with ``_`` for spaces (``Actor Loss`` → ``actor_loss``), so the alias seed can map them. Later lines
   must share a key with the file's first such line (a progress line with a step is not a metric line). A per-epoch
-  count is made global: ``(i/N)`` after an epoch, or a count that goes back as the printed epoch advances. A value
-  printed on a line of its own without a step (DeepSpeed-Chat's ``average reward score: …``) is not read.
+  count is made global: ``(i/N)`` after an epoch, or a count that goes back as the printed epoch advances. A line
+  of nothing but such pairs without a step (DeepSpeed-Chat's ``average reward score: …`` under its step line)
+  belongs to the step of the metric line before it; one before any metric line has no step and is not read.
 
 Append-only files (JSONL, console) keep a byte offset per file, and only complete lines are read: a last line
 without its newline waits for the next ingest. A refresh with nothing new costs one ``stat`` per file. A log that
@@ -80,6 +81,7 @@ from pipeline.sources.trainer_log_lines import (
     integral,
     jsonl_row,
     kv_line,
+    kv_trailing,
     shown,
     verl_line,
 )
@@ -510,13 +512,17 @@ class TrainerLogIngest:
         elif fmt in (None, "console_kv") and not line.startswith(("{", "step:")):
             pairs = kv_line(line)
             state = dict(cursor.get("kv") or {})  # a copy: the cursor the ingest started from stays as it was
+            if pairs is None and "step" in state and (trailing := kv_trailing(line)):
+                if not set(trailing) & set(state["keys"]):  # a metric line's key alone is not a value of this step
+                    self._emit(self._log_run(path, cursor, "console_kv"), state["step"], None, offset, trailing)
+                return
             if pairs is None or (state.get("keys") and not set(pairs.values) & set(state["keys"])):
                 return  # not a metric line, or one of another kind than the file's first (a progress line)
             cursor["format"] = "console_kv"
             cursor["kv"] = state
             state.setdefault("keys", sorted(pairs.values))
-            step = _kv_step(state, pairs)
-            self._emit(self._log_run(path, cursor, "console_kv"), step, None, offset, pairs.values)
+            state["step"] = _kv_step(state, pairs)
+            self._emit(self._log_run(path, cursor, "console_kv"), state["step"], None, offset, pairs.values)
 
 
 def _kv_step(state: dict, line: KvLine) -> int:
