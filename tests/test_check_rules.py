@@ -403,6 +403,21 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="klearly1",
         name="klearly",
     )
+    # KL 0.01 -> 0.16 over 500 steps, +-25% noise: 3% more a 20-step window, so no window shows a drift; over the
+    # run it is 16x, past the warning line (0.1) where the trailing median crosses it, near step 320
+    write_run(
+        root,
+        [
+            {
+                "train/reward": 0.5 + 0.01 * math.sin(i),
+                "train/kl": (0.01 + 0.15 * i / 500) * (1 + 0.25 * math.sin(2.7 * i)),
+                "train/global_step": i + 1,
+            }
+            for i in range(500)
+        ],
+        run_id="klslow01",
+        name="klslow",
+    )
 
     # a length of ~10 tokens that collapses to ~2 and then climbs to a cap of 32 while the reward stays flat
     def regrow_length(i: int) -> float:
@@ -788,6 +803,7 @@ def tiny(tmp_path_factory):
         ("reward_component_dead", "formatdrop", 20, 26),
         ("reward_component_dead", "constcomp", 1, 1),
         ("kl_drift", "klearly", 3, 5),
+        ("kl_drift", "klslow", 280, 330),
         ("reward_hacking", "penalty", 16, 16),  # trainer steps: train/global_step is the W&B step + 1
         ("reward_collapse", "coarse", 150, 150),
         ("grad_norm_spike", "tiedgrads", 50, 50),

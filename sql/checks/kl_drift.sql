@@ -19,6 +19,11 @@
 -- param high_ratio = 5       -- ... having climbed there: this many times the run's KL over its first three logged
 --                               steps (a KL that starts high, e.g. to a distillation teacher or from an SFT adapter,
 --                               is the run's own baseline; one that starts at 0 and blows up by step 3 is not)
+-- param run_rise = 3         -- also over the whole run: the median KL of its last fifth at least this many times the
+--                               median of the tenth after the warm-up, above min_kl, and rising steadily (a
+--                               twentieth of the points in the middle half of that rise): a slow drift on a dense log
+--                               never gains min_rise within `window` points. Reported where the trailing median
+--                               passed min_kl
 -- Reported at the end of the first window where the trend is significant (the step it became detectable), with
 -- the window's start and end levels in the message; drifting windows less than a window apart are one episode. A
 -- KL that climbed early (inside the warm-up) and stays far above the warning line is the second branch, below.
@@ -29,6 +34,13 @@ with kl as (  -- the series the high-level branch below reads
         count(*) over (partition by run_key) as n
     from metrics
     where metric = 'kl' and isfinite(value)
+),
+
+-- KL's median over the trailing `window` points, at each point
+levels as (
+    select *, median(value) over (partition by run_key order by step rows between $window - 1 preceding
+        and current row) as level
+    from kl
 ),
 
 drifting as (
@@ -97,11 +109,7 @@ select
            min(step), count(*), max(level)) as message
 from (
     select levels.*, starts.early, levels.idx - row_number() over (partition by run_key order by levels.step) as episode
-    from (
-        select *, median(value) over (partition by run_key order by step rows between $window - 1 preceding
-            and current row) as level
-        from kl
-    ) as levels
+    from levels
     join (
         select run_key, median(value) as early
         from kl
@@ -112,3 +120,39 @@ from (
 ) as high_levels
 group by run_key, episode
 having count(*) >= $high_sustain
+
+union all by name
+
+select
+    whole.run_key,
+    'kl_drift' as check_name,
+    case when whole.end_kl >= $error_kl then 'error' else 'warn' end as severity,
+    coalesce(min(lv.step) filter (where lv.level > $min_kl), max(lv.step)) as step,
+    null::bigint as step_end,
+    'kl' as metric,
+    whole.end_kl as value,
+    $min_kl as threshold,
+    printf('KL has been climbing slowly all run: from about %.3g after the warm-up to %.3g over the last fifth of '
+           || 'the run (%.1fx), its median over %d logged steps above %.3g from step %d; the policy is drifting from '
+           || 'the reference: raise the KL penalty or lower the learning rate before it blows up', whole.start_kl,
+           whole.end_kl, whole.end_kl / whole.start_kl, $window::bigint, $min_kl::double,
+           coalesce(min(lv.step) filter (where lv.level > $min_kl), max(lv.step))) as message
+from (
+    select
+        run_key,
+        median(value) filter (where idx > $warmup_share * n and idx <= 2 * $warmup_share * n) as start_kl,
+        median(value) filter (where idx > 0.8 * n) as end_kl
+    from kl
+    group by run_key
+    having any_value(n) >= 2 * $window
+) as whole
+join levels as lv on whole.run_key = lv.run_key and lv.idx > $warmup_share * lv.n
+where whole.end_kl > $min_kl
+    and whole.start_kl > 0
+    and whole.end_kl >= $run_rise * whole.start_kl
+    and whole.run_key not in (select e.run_key from episodes as e)
+group by whole.run_key, whole.start_kl, whole.end_kl
+having count(*) filter (
+    where lv.value > whole.start_kl + 0.25 * (whole.end_kl - whole.start_kl)
+        and lv.value < whole.start_kl + 0.75 * (whole.end_kl - whole.start_kl)
+) >= greatest(3, any_value(lv.n) / 20)
