@@ -72,11 +72,12 @@ having count(*) >= sustain;
 -- of the logs, never below `min_spread`) above it, and above `min_value`. The baseline is the `window` logged
 -- steps before the step (`centered` false) or on both sides of it, the step excluded (`centered` true: a KL level
 -- that moves slowly), and needs `min_baseline` of them. `positive_only`: zeros are not values of this metric
--- (they are left out, not read as log 1e-9). `skip_tied`: steps whose reward groups were all tied are left out too
--- (frac_reward_zero_std of 1, or a reward_std of 0: no group had an advantage), for a metric that is another
--- quantity on such steps (the grad norm of the KL term alone). Consecutive spiking steps are one episode: run_key,
--- onset, step_end, steps, worst (largest value), ratio (largest value / level), level (the baseline level at the
--- onset).
+-- (they are left out, not read as log 1e-9). `skip_tied`: steps whose reward groups were all tied (frac_reward_zero_std
+-- of 1, or a reward_std of 0: no group had an advantage) are a population of their own, judged against tied steps
+-- only, and the other steps against the others: for a metric that can be another quantity on such steps (the grad
+-- norm of the KL term alone, a thousand times smaller), while a run whose every step is tied still has a baseline.
+-- Consecutive spiking steps are one episode: run_key, onset, step_end, steps, worst (largest value), ratio (largest
+-- value / level), level (the baseline level at the onset).
 create or replace temp macro log_spikes(metric_name, window_steps, centered, mad_factor, min_spread, min_ratio,
                                         min_baseline, min_value := 0, positive_only := true,
                                         skip_tied := false) as table
@@ -89,12 +90,12 @@ with tied as (
 
 series as (
     select metrics.run_key, metrics.step, metrics.value, ln(greatest(metrics.value, 1e-9)) as log_value,
-        row_number() over (partition by metrics.run_key order by metrics.step) as idx
+        tied.step is not null as is_tied,
+        row_number() over (partition by metrics.run_key, tied.step is not null order by metrics.step) as idx
     from metrics
     left join tied on metrics.run_key = tied.run_key and metrics.step = tied.step
     where metrics.metric = metric_name  -- noqa: RF02
         and isfinite(metrics.value) and (metrics.value > 0 or not positive_only)  -- noqa: RF02
-        and tied.step is null
 ),
 
 framed as (
@@ -102,7 +103,7 @@ framed as (
     from series
     -- the `window_steps` points before the step, and with `centered` as many after it
     window baseline as (
-        partition by run_key order by step
+        partition by run_key, is_tied order by step
         rows between window_steps preceding and window_steps * centered::int following  -- noqa: PRS
         exclude current row
     )
@@ -122,20 +123,20 @@ candidates as (
 
 baselines as (
     select
-        c.run_key, c.step, c.idx, c.value, c.log_value,
+        c.run_key, c.is_tied, c.step, c.idx, c.value, c.log_value,
         exp(median(s.log_value)) as level,
         median(s.log_value) as log_level,
         1.4826 * mad(s.log_value) as spread
     from candidates as c
     join series as s
-        on c.run_key = s.run_key
+        on c.run_key = s.run_key and c.is_tied = s.is_tied
         and s.idx between c.idx - window_steps and c.idx + window_steps * centered::int  -- noqa: RF02
         and c.idx <> s.idx
     group by all
 ),
 
 spikes as (
-    select *, idx - row_number() over (partition by run_key order by step) as episode
+    select *, idx - row_number() over (partition by run_key, is_tied order by step) as episode
     from baselines
     where value >= min_ratio * level
         and log_value > log_level + mad_factor * greatest(spread, min_spread)
@@ -150,7 +151,7 @@ select
     max(value / level) as ratio,
     arg_min(level, step) as level
 from spikes
-group by run_key, episode;
+group by run_key, is_tied, episode;
 
 -- Trend windows: at every logged step, the least-squares line through the metric's last `window_steps` logged
 -- points (the step included), for drift rules (a KL climbing, a length growing). Per step: run_key, step, value,

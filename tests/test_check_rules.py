@@ -540,6 +540,22 @@ def _tiny_runs(root: Path, logs: Path) -> None:
                 row["train/reward_std"] = 0.0 if tied else 0.3
             rows.append(row)
         write_run(root, rows, run_id=run_id, name=name)
+    # a run that has solved its prompts: every group tied at every step, a grad norm of ~0.25 all the same (this
+    # trainer's tied steps are not the KL term's alone), and a spike to 2.1 at trainer step 60
+    write_run(
+        root,
+        [
+            {
+                "train/reward": 1.0,
+                "train/frac_reward_zero_std": 1.0,
+                "train/grad_norm": 2.1 if i == 59 else 0.25 * (1 + 0.2 * math.sin(i)),
+                "train/global_step": i + 1,
+            }
+            for i in range(100)
+        ],
+        run_id="alltied1",
+        name="alltied",
+    )
     # a reward that starts at 0.40, settles flat at 0.38 and only rises (to ~0.51) over its last 90 steps: it
     # improved, but the flat stretch sits below where it started, so that stretch is not where it converged
     noise = random.Random(3)
@@ -808,6 +824,7 @@ def tiny(tmp_path_factory):
         ("reward_collapse", "coarse", 150, 150),
         ("grad_norm_spike", "tiedgrads", 50, 50),
         ("grad_norm_spike", "tiedstd", 50, 50),
+        ("grad_norm_spike", "alltied", 60, 60),
         ("response_truncation", "pinned", 10, 13),
         ("elo_gap_shrinking", "league", 60, 95),
         ("elo_base_model_not_declining", "league", 50, 50),

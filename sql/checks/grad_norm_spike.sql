@@ -13,9 +13,10 @@
 -- param min_baseline = 10    -- logged steps needed before a baseline counts
 -- Grad norms are roughly log-normal, so the baseline lives in log space: a 2x bump on a noisy run and a 2x bump
 -- on a quiet one are judged against each run's own spread. Consecutive spiking steps are one episode.
--- A step whose reward groups were all tied (frac_reward_zero_std 1, or reward_std 0) is neither a baseline nor a
--- spike: with no advantage its gradient is the KL term's alone, a thousand times smaller, so on a run that solves
--- most prompts the ordinary steps between such steps would read as spikes (a real TRL run: 17 false errors).
+-- A step whose reward groups were all tied (frac_reward_zero_std 1, or reward_std 0) is judged against tied steps
+-- only, and the other steps against the others: with no advantage its gradient can be the KL term's alone, a
+-- thousand times smaller, so on a run that solves most prompts the ordinary steps between such steps would read as
+-- spikes (a real TRL run: 17 false errors); and a run tied at nearly every step still has a baseline to spike from.
 select
     run_key,
     'grad_norm_spike' as check_name,
