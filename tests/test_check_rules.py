@@ -449,6 +449,14 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="capjump1",
         name="capjump",
     )
+    # the reward rises 0.6 -> 1.15 over the first 80 steps with the length flat at ~770; from step 100 the length
+    # climbs to ~1750 while the reward stays where it got to: the rise came before the growth and did not pay for it
+    _length_run(
+        root,
+        "latelength",
+        [770 * (1 + 0.04 * math.sin(1.9 * i)) + 6.5 * max(0, i - 100) for i in range(250)],
+        [0.6 + 0.55 * min(i, 80) / 80 + 0.05 * math.sin(2.3 * i) for i in range(250)],
+    )
     # answers pinned at the length limit from step 62 (two steps of ramp), a few cut shorter every seventh step: the
     # dips reach below 90% of the new level, which is noise on a jump, not lengths on their way up
     _length_run(
@@ -826,6 +834,7 @@ def tiny(tmp_path_factory):
         ("grad_norm_spike", "tiedstd", 50, 50),
         ("grad_norm_spike", "alltied", 60, 60),
         ("response_truncation", "pinned", 10, 13),
+        ("response_length_growth", "latelength", 125, 160),
         ("elo_gap_shrinking", "league", 60, 95),
         ("elo_base_model_not_declining", "league", 50, 50),
         ("duplicate_steps", "doublelog", 0, 1),

@@ -15,8 +15,9 @@
 --                               share above the median over the `window` steps before the episode (noise and
 --                               bursts revert, verbosity does not)
 -- param run_growth = 1.0     -- also over the whole run: the median length of its last fifth at least doubled (+100%)
---                               against its first tenth, while the reward's relative rise stayed under reward_share
---                               of that (slow growth on a dense log never shows within 20 points)
+--                               against its first tenth, while the reward's relative rise from where the length began
+--                               to grow (+min_growth) stayed under reward_share of that (slow growth on a dense log
+--                               never shows within 20 points; a reward that rose before the length did not pay it)
 -- param min_tokens = 16      -- and by at least this many tokens (a collapsed policy answering in 2 tokens that
 --                               now answers in 4 has not become verbose)
 -- param min_rise_points = 3  -- steadily: at least this many logged lengths lie between 25% and 75% of the rise (a
@@ -178,6 +179,69 @@ kept as (
     where h.final_length >= (1 + $min_kept) * h.before_length
         and h.final_length - h.before_length >= $min_tokens
         and (hr.reward_change is null or hr.reward_change < $reward_share * (h.final_length / h.before_length - 1))
+),
+
+-- over the whole run: the first tenth against the last fifth, and where the trailing median first stood min_growth
+-- above the first tenth (where the growth began to show)
+whole as (
+    select
+        l.run_key,
+        any_value(l.n) as n,
+        median(l.value) filter (where l.idx <= greatest(5, l.n / 10)) as start_length,
+        median(l.value) filter (where l.idx > l.n - greatest(5, l.n / 5)) as end_length
+    from lengths as l
+    group by l.run_key
+    having any_value(l.n) >= 40
+),
+
+trailing_lengths as (
+    select run_key, step, median(value) over (partition by run_key order by step
+        rows between $window - 1 preceding and current row) as lvl
+    from lengths
+),
+
+whole_onsets as (
+    select w.run_key, min(x.step) filter (where x.lvl >= (1 + $min_growth) * w.start_length) as onset
+    from whole as w
+    join trailing_lengths as x on w.run_key = x.run_key
+    group by w.run_key
+),
+
+-- the reward's relative change from the `window` logs before that onset (the run's first tenth when it came
+-- earlier) to the run's last fifth: a reward that rose before the length did, then stayed, did not pay for it
+whole_rewards as (
+    select
+        r.run_key, r.value, o.onset,
+        row_number() over (partition by r.run_key order by r.step) as idx,
+        count(*) over (partition by r.run_key) as n,
+        count(*) filter (where r.step < o.onset) over (partition by r.run_key) as before_n
+    from metrics as r
+    join whole_onsets as o on r.run_key = o.run_key
+    where r.metric = 'reward_mean' and isfinite(r.value)
+),
+
+whole_reward as (
+    select
+        run_key,
+        any_value(onset) as onset,
+        (median(value) filter (where idx > n - greatest(5, n / 5))
+            - median(value) filter (where idx between greatest(before_n, greatest(5, n / 10)) - $window + 1
+                and greatest(before_n, greatest(5, n / 10))))
+            / greatest(abs(median(value) filter (where idx between greatest(before_n, greatest(5, n / 10))
+                - $window + 1 and greatest(before_n, greatest(5, n / 10)))), 0.1) as reward_growth
+    from whole_rewards
+    group by run_key
+),
+
+grown_whole as (
+    select w.*, o.onset, wr.reward_growth
+    from whole as w
+    join whole_onsets as o on w.run_key = o.run_key
+    left join whole_reward as wr on w.run_key = wr.run_key
+    where w.end_length >= (1 + $run_growth) * w.start_length
+        and w.end_length - w.start_length >= $min_tokens
+        and (wr.reward_growth is null or wr.reward_growth < $reward_share * (w.end_length / w.start_length - 1))
+        and w.run_key not in (select k.run_key from kept as k)
 )
 
 select
@@ -199,46 +263,24 @@ from kept
 union all by name
 
 select
-    run_key,
+    g.run_key,
     'response_length_growth' as check_name,
     'warn' as severity,
-    onset as step,
+    g.onset as step,
     null::bigint as step_end,
     'response_length_mean' as metric,
-    end_length as value,
+    g.end_length as value,
     $run_growth as threshold,
     printf('mean response length grew from about %.0f tokens (first tenth of the run) to %.0f (last fifth), +%.0f%%, '
-           || 'past +%.0f%% from step %d, while the reward moved %s; the policy is getting verbose without being '
-           || 'paid for it: add a length penalty or check for truncation and repetition', start_length, end_length,
-           100 * (end_length / start_length - 1), 100 * $min_growth::double, onset,
-           coalesce(printf('%+.0f%%', 100 * reward_growth), 'unknown (no reward logged)')) as message
-from (
-    select
-        l.run_key,
-        median(l.value) filter (where l.idx <= greatest(5, l.n / 10)) as start_length,
-        median(l.value) filter (where l.idx > l.n - greatest(5, l.n / 5)) as end_length,
-        any_value(l.n) as n,
-        (select (median(r.value) filter (where r.idx > r.n - greatest(5, r.n / 5))
-                 - median(r.value) filter (where r.idx <= greatest(5, r.n / 10)))
-                / greatest(abs(median(r.value) filter (where r.idx <= greatest(5, r.n / 10))), 0.1)
-         from (select m.value, row_number() over (order by m.step) as idx, count(*) over () as n
-               from metrics as m where m.run_key = l.run_key and m.metric = 'reward_mean' and isfinite(m.value)) as r)
-            as reward_growth,
-        (select min(x.step) from (
-            select y.step, median(y.value) over (order by y.step rows between $window - 1 preceding and current row)
-                as lvl
-            from lengths as y where y.run_key = l.run_key) as x
-         where x.lvl >= (1 + $min_growth) * median(l.value) filter (where l.idx <= greatest(5, l.n / 10))) as onset
-    from lengths as l
-    group by l.run_key
-    having any_value(l.n) >= 40
-) as whole
-where end_length >= (1 + $run_growth) * start_length
-    and end_length - start_length >= $min_tokens
-    and (reward_growth is null or reward_growth < $reward_share * (end_length / start_length - 1))
-    and (select count(*) from lengths as x
-         where x.run_key = whole.run_key
-             and x.value > whole.start_length + 0.25 * (whole.end_length - whole.start_length)
-             and x.value < whole.start_length + 0.75 * (whole.end_length - whole.start_length))
-        >= greatest($min_rise_points, n / 20)  -- a twentieth of a long run: outliers on either level are not a rise
-    and run_key not in (select run_key from kept)
+           || 'past +%.0f%% from step %d, while the reward moved %s from then on; the policy is getting verbose '
+           || 'without being paid for it: add a length penalty or check for truncation and repetition',
+           g.start_length, g.end_length, 100 * (g.end_length / g.start_length - 1), 100 * $min_growth::double,
+           g.onset, coalesce(printf('%+.0f%%', 100 * g.reward_growth), 'unknown (no reward logged)')) as message
+from grown_whole as g
+join lengths as x on g.run_key = x.run_key
+group by all
+-- steadily: a twentieth of a long run's lengths in the middle half of the rise (outliers on either level are none)
+having count(*) filter (
+    where x.value > g.start_length + 0.25 * (g.end_length - g.start_length)
+        and x.value < g.start_length + 0.75 * (g.end_length - g.start_length)
+) >= greatest($min_rise_points, any_value(g.n) / 20)
