@@ -608,10 +608,13 @@ def _tiny_runs(root: Path, logs: Path) -> None:
     )
     # TRL, 240 steps: the format reward climbs 0.1 -> 0.9 and carries the reward while correctness drifts 0.100 ->
     # 0.108, a gain of many standard errors on a log this dense that is still nothing learnt; beside it a run whose
-    # correctness triples (0.01 -> 0.03) under the same format climb, which did learn something
-    for name, run_id, task_from, task_gain in (
-        ("formdrift", "fmtdrift", 0.1, 0.008),
-        ("tasktriples", "tasktrip", 0.01, 0.02),
+    # correctness triples (0.01 -> 0.03) under the same format climb, which did learn something; and the drifting
+    # one again with an evaluation accuracy that climbs 0.3 -> 0.6: the answers got better, whatever the training
+    # prompts scored
+    for name, run_id, task_from, task_gain, evals in (
+        ("formdrift", "fmtdrift", 0.1, 0.008, False),
+        ("tasktriples", "tasktrip", 0.01, 0.02, False),
+        ("formeval", "fmteval1", 0.1, 0.008, True),
     ):
         rows = []
         for i in range(240):
@@ -623,6 +626,7 @@ def _tiny_runs(root: Path, logs: Path) -> None:
                     "train/rewards/format_reward/mean": fmt,
                     "train/rewards/correctness_reward/mean": acc,
                     "train/global_step": i + 1,
+                    **({"eval/accuracy": 0.3 + 0.3 * i / 240 + 0.03 * math.sin(i)} if evals and i % 10 == 9 else {}),
                 }
             )
         write_run(root, rows, run_id=run_id, name=name)
@@ -900,7 +904,8 @@ def test_targeted_details(tiny):
 def test_a_task_that_learnt_nothing_is_flat_however_significant_its_drift(tiny):
     """A correctness reward that drifts 0.100 -> 0.108 over 240 steps is significant on so dense a log, and too small
     to be learning (under max_task_ratio of the format's gain and max_task_rise of its own level); one that
-    triples from 0.01 is learning, however small next to the format's gain."""
+    triples from 0.01 is learning, however small next to the format's gain; and an evaluation accuracy that rose
+    says the task is learnt whatever the training components show."""
     (dominant,) = tiny("reward_component_dominant")["formdrift"]
     assert dominant["metric"] == "train/rewards/format_reward/mean" and 85 <= dominant["step"] <= 115, dominant
     (hacking,) = tiny("reward_hacking")["formdrift"]
@@ -908,6 +913,8 @@ def test_a_task_that_learnt_nothing_is_flat_however_significant_its_drift(tiny):
     for check in ("reward_component_dominant", "reward_hacking"):
         assert tiny(check)["tasktriples"] == []
         assert tiny(check, {"max_task_ratio": 0})["formdrift"] == []  # the drift alone is significant
+    assert tiny("reward_component_dominant")["formeval"] == []  # the evaluation says the task is being learnt
+    assert tiny("reward_component_dominant", {"min_eval_t": 1e9})["formeval"]
 
 
 def test_an_episode_the_task_caught_up_with_is_not_hacking(tiny):

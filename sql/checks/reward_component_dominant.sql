@@ -1,7 +1,7 @@
 -- reward_component_dominant: the reward's gain comes from one shaping term (format, length, ...) while the task
 -- components stay flat: the reward is earned on form.
 -- severity: warn
--- reads: reward_components
+-- reads: reward_components, metrics
 -- requires: reward_mean
 -- role: cause
 -- advice: reward_design do: Lower the shaping term's weight or make it conditional on a correct answer
@@ -12,15 +12,36 @@
 -- param max_task_t = 1       -- ... and each is flat or down: its gain below this many SEs, or non-zero on fewer
 --                               than a tenth of the steps (near zero with a handful of hits), ...
 -- param max_task_ratio = 0.05 -- ... or a gain too small to matter: under this share of the shaping term's gain ...
--- param max_task_rise = 0.25 -- ... and under this share of its own first-third level (over hundreds of steps a
---                               drift of 0.10 -> 0.11 is significant, yet the task learnt nothing; 0.01 -> 0.03 is
---                               learning)
+-- param max_task_rise = 0.5  -- ... and under this share of its own first-third level (over hundreds of steps a
+--                               drift of 0.044 -> 0.058 is significant, yet the task learnt next to nothing; 0.01 ->
+--                               0.03 is learning)
+-- param min_eval_t = 2       -- a run whose task metric (task_score, its evaluation) rose by this many standard errors
+--                               from the first third of its logs to the last is learning the task: not judged (its
+--                               training prompts may have grown harder while the answers got better)
 -- Components and their statistics come from the reward_components mart (first third against last third of the
 -- run); which components score the task is the dbt vars task_component_pattern / form_component_pattern. A task
 -- component that is near zero with a few non-zero steps (#12 class 6) gains next to nothing: it counts as flat.
 -- A run with no recognisable task component is not judged. Reported at the step the shaping term's trailing mean
 -- passed half of its gain.
-with runs_with_task as (
+with eval_thirds as (
+    select run_key, value, ntile(3) over (partition by run_key order by step) as third
+    from metrics
+    where metric = 'task_score' and isfinite(value)
+),
+
+learning as (
+    select run_key
+    from eval_thirds
+    group by run_key
+    having count(*) filter (where third = 1) >= 3
+        and count(*) filter (where third = 3) >= 3
+        and (avg(value) filter (where third = 3) - avg(value) filter (where third = 1))
+            / greatest(sqrt(var_samp(value) filter (where third = 3) / count(*) filter (where third = 3)
+                            + var_samp(value) filter (where third = 1) / count(*) filter (where third = 1)), 1e-12)
+            >= $min_eval_t
+),
+
+runs_with_task as (
     select
         run_key,
         sum(gain) as task_gain,
@@ -46,6 +67,7 @@ dominant as (
         and c.gain > 0
         and t.task_gain <= $max_task_share * c.total_gain
         and (t.task_flat or (t.task_small and t.task_max_gain <= $max_task_ratio * c.gain))
+        and c.run_key not in (select l.run_key from learning as l)
 )
 
 select

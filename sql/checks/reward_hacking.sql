@@ -23,7 +23,7 @@
 -- param max_task_share = 0.25 -- ... while the task components gained at most this share of it, each of them flat:
 -- param max_component_t = 1  -- its gain below this many SEs (flat or down), or non-zero on under a tenth of the steps,
 -- param max_task_ratio = 0.05 -- or too small to matter: under this share of the total's gain ...
--- param max_task_rise = 0.25 -- ... and of its own first-third level (as in reward_component_dominant)
+-- param max_task_rise = 0.5  -- ... and of its own first-third level (as in reward_component_dominant)
 -- param max_penalty_share = 0.2 -- a penalty guard: a reward function that is exactly 0 on all but at most this
 --                               share of the steps and negative on the others (anti-cheating, safety, format
 --                               penalties): each step it fired, the policy tried what it guards against (#12 class 5)
