@@ -449,6 +449,16 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="capjump1",
         name="capjump",
     )
+    # no length limit known and a mean length that wanders 205-240 tokens: its three longest means (239.6, 238.8 and
+    # 238.6) are within half a percent of each other, which a noisy series does by chance; a cap repeats one value
+    _length_run(
+        root,
+        "noisytop",
+        [208.2, 214.2, 208.9, 235.6, 238.6, 219.3, 227.3, 230.2, 226.1, 239.6, 236.0, 224.8, 220.3, 223.8, 221.9, 211.3]
+        + [225.4, 216.7, 211.5, 213.0, 204.9, 215.0, 221.5, 238.8, 230.2, 225.0, 236.7, 230.7, 222.4, 204.9, 224.7]
+        + [232.1, 231.6, 218.4],
+        [0.5 + 0.02 * math.sin(i) for i in range(34)],
+    )
     # the reward rises 0.6 -> 1.15 over the first 80 steps with the length flat at ~770; from step 100 the length
     # climbs to ~1750 while the reward stays where it got to: the rise came before the growth and did not pay for it
     _length_run(
@@ -882,6 +892,7 @@ def test_targeted_details(tiny):
     (pinned,) = tiny("response_truncation")["pinned"]
     assert pinned["metric"] == "response_length_mean" and pinned["severity"] == "error"
     assert "at the maximum" in pinned["message"] and "of the logged steps" not in pinned["message"]
+    assert tiny("response_truncation")["noisytop"] == []
     (sometimes,) = tiny("response_truncation")["sometimes"]
     assert sometimes["severity"] == "error" and sometimes["value"] == 0.25
     assert "was at the maximum (510 tokens) on up to 25% of the logged steps (over 20 steps)" in sometimes["message"]

@@ -27,14 +27,14 @@ with clip as (
     where metric = 'response_clip_ratio' and isfinite(value)
 ),
 
-ceilings as (  -- the mean length on its own maximum, to within half a percent, on several steps: a hard cap
+ceilings as (  -- the mean length on its own maximum, to within 0.1%, on several steps: a hard cap
     select run_key, max(value) as ceiling
     from (
         select run_key, value, max(value) over (partition by run_key) as top, count(*) over (partition by run_key) as n
         from metrics
         where metric = 'response_length_mean' and isfinite(value) and value > 0
     ) as lengths
-    where value >= 0.995 * top
+    where value >= 0.999 * top
     group by run_key
     having count(*) >= greatest($ceiling_steps, 0.05 * any_value(n))
 ),
