@@ -729,6 +729,17 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="risefal1",
         name="risecollapse",
     )
+    # 300 steps that sag from a lucky start: ~0.38 over the first 20, ~0.31 after (-13% against the first tenth,
+    # significant), no rise ever
+    write_run(
+        root,
+        [
+            {"train/reward": (0.38 if i < 20 else 0.31) + 0.03 * math.sin(1.9 * i), "train/global_step": i + 1}
+            for i in range(300)
+        ],
+        run_id="sagged01",
+        name="sagged",
+    )
     # 300 steps that gain 4%: significant on a log this dense, and still no learning
     write_run(
         root,
@@ -956,12 +967,15 @@ def test_a_flat_stretch_below_the_start_is_not_a_convergence(tiny):
 
 def test_never_improved_means_no_material_rise_at_any_time(tiny):
     """A run that rose and fell back to its start improved; a run whose reward gained 4% over 300 steps did not,
-    however significant the gain is on a dense log."""
+    however significant the gain is on a dense log, nor did one that sagged 13% below a lucky start."""
     plateau = tiny("reward_plateau")
     assert not [r for r in plateau["risecollapse"] if r["severity"] == "warn"], plateau["risecollapse"]
     (never,) = plateau["barelyrose"]
     assert never["severity"] == "warn" and never["step"] == 1 and "never improved" in never["message"]
     assert "(+4%," in never["message"], never["message"]
+    (sagged,) = plateau["sagged"]  # a sag is no collapse: it never improved either
+    assert sagged["severity"] == "warn" and "never improved" in sagged["message"] and "(-13%," in sagged["message"]
+    assert tiny("reward_plateau", {"max_fall": 0.1})["sagged"] == []
 
 
 def test_stale_heartbeat_by_age(tiny):

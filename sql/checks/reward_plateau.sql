@@ -21,11 +21,13 @@
 -- param min_gain = 0.1       -- ... and above it by this share of the first tenth's level (floored at 0.1), in that
 --                               third or in the last tenth (a late rise): a gain of 5% over 400 steps can be
 --                               significant on a dense log with autocorrelated noise and is still no learning
+-- param max_fall = 0.25      -- a last third below the first tenth by more than this share (and significantly) fell:
+--                               reward_collapse's; a smaller fall, a run that sagged from a lucky start, never improved
 -- The reward is reward_mean (Diplomacy benchmark/reward_mean, TRL reward, verl critic/score/mean). Two findings:
 -- * never improved (warn): neither the last nor the middle third of the run is above its first tenth, significantly
---   (Welch t >= t_gain) and by min_gain, and the last third is not significantly below it (a fall is
---   reward_collapse's, and a run that rose and then collapsed did improve); judged over the whole run, so short and
---   coarse logs (25-50 points) are judged too;
+--   (Welch t >= t_gain) and by min_gain, and the last third has not fallen below it by more than max_fall (a fall
+--   is reward_collapse's, and a run that rose and then collapsed did improve); judged over the whole run, so short
+--   and coarse logs (25-50 points) are judged too;
 -- * converged (info): after a significant rise, a flat window (below) above the first tenth's mean (a flat stretch
 --   before a late rise is not where the run converged); the message states the gain. A rise that stops is
 --   convergence as far as the reward alone can tell: telling a stall "far below where its trend was heading" from
@@ -209,7 +211,7 @@ select
            || '(reward_std), the learning rate and KL penalty, and that the task is not too hard for the model',
            first_mean, last_mean, 100 * last_gain, n, t_rise) as message
 from gains
-where not improved and t_rise > -$t_gain
+where not improved and (t_rise > -$t_gain or last_gain > -$max_fall)
 
 union all by name
 
