@@ -459,6 +459,25 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         + [232.1, 231.6, 218.4],
         [0.5 + 0.02 * math.sin(i) for i in range(34)],
     )
+    # a burst (540 -> 720 over 15 steps) that drops back at once, and much later an unrelated jump to ~1150 (answers
+    # cut at a limit): the burst did not hold, whatever the length did 100 steps on
+    _length_run(
+        root,
+        "burstthenjump",
+        [
+            1150 + 40 * math.sin(i) if i >= 200 else 540 + 12 * (i - 95) if 95 <= i <= 110 else 540 + 20 * math.sin(i)
+            for i in range(300)
+        ],
+        [0.5 + 0.02 * math.sin(1.3 * i) for i in range(300)],
+    )
+    # a jump from ~560 to ~1220 between two steps, the new level noisy enough (down to 950) that some of it falls in
+    # the middle half of the rise: the step that makes the whole rise says it is a jump
+    _length_run(
+        root,
+        "noisylevel",
+        [560 + 30 * math.sin(i) if i <= 60 else 1220 - 180 * (i % 5 == 0) - 90 * (i % 3 == 0) for i in range(120)],
+        [0.5 + 0.02 * math.sin(1.3 * i) for i in range(120)],
+    )
     # the reward rises 0.6 -> 1.15 over the first 80 steps with the length flat at ~770; from step 100 the length
     # climbs to ~1750 while the reward stays where it got to: the rise came before the growth and did not pay for it
     _length_run(
@@ -896,7 +915,8 @@ def test_targeted_details(tiny):
         assert start >= 0 and pct == pytest.approx(100 * (end / max(start, 1) - 1), rel=0.1), grew["message"]
     assert tiny("response_length_growth")["regrow"] and tiny("response_length_growth")["earlygrow"]
     grown = tiny("response_length_growth")  # not growths that outrun the reward (see their runs):
-    not_verbose = ("capjump", "jumplevel", "noisyjump", "paidgrowth", "startbump", "fewtokens")
+    not_verbose = ("capjump", "jumplevel", "noisyjump", "noisylevel", "burstthenjump", "paidgrowth", "startbump")
+    not_verbose += ("fewtokens",)
     assert not [name for name in not_verbose if grown[name]]
     (early,) = tiny("kl_drift")["klearly"]
     assert early["severity"] == "error" and "far above the reference" in early["message"]

@@ -12,8 +12,9 @@
 -- param reward_share = 0.5   -- "outruns": the reward's relative rise over the same steps is below this share of
 --                               the length's (reward level floored at 0.1 so a reward near 0 cannot fake a rise)
 -- param min_kept = 0.25      -- the growth held: the median length over the run's last `window` steps is still this
---                               share above the median over the `window` steps before the episode (noise and
---                               bursts revert, verbosity does not)
+--                               share above the median over the `window` steps before the episode, and over the
+--                               `window` steps right after it half this share (noise and bursts revert, verbosity
+--                               does not; a burst that reverts at once is noise, whatever the length does later)
 -- param run_growth = 1.0     -- also over the whole run: the median length of its last fifth at least doubled (+100%)
 --                               against its first tenth, while the reward's relative rise from where the length began
 --                               to grow (+min_growth) stayed under reward_share of that (slow growth on a dense log
@@ -23,7 +24,10 @@
 -- param min_rise_points = 3  -- steadily: at least this many logged lengths lie between 25% and 75% of the rise (a
 --                               jump to a new level, such as answers suddenly cut at the length limit, has one or
 --                               two: that is response_truncation's finding, or a regime switch, not a growth; the
---                               middle half, as the noise on either level reaches past 10% or 90% of the rise)
+--                               middle half, as the noise on either level reaches past 10% or 90% of the rise) ...
+-- param max_jump_share = 0.5 -- ... and no single step carries this share of the rise (the median of the three lengths
+--                               from it on against the three before it): noise on the new level can fall in the
+--                               middle half, a step that makes half the rise is a jump all the same
 -- Length that grows with the reward is healthy (longer reasoning that pays); length that grows while the reward
 -- barely moves is verbosity the reward does not ask for, and it runs into the length limit next. Reported at the
 -- end of the first window showing it; windows less than a window apart are one episode. The growth must also hold
@@ -47,10 +51,25 @@ growing as (
         and slope * (step - start_step) >= $min_growth * greatest(fitted_start, 1)
 ),
 
--- steadily: the lengths of the window that lie between 25% and 75% of its rise (first five against last five)
+-- the rise at each logged length: the median of it and the next two against the median of the three before it
+-- (inside a window), and the same over `window` lengths on either side (over a whole run, whose noise gives a few
+-- large three-point rises among hundreds of points)
+jumps as (
+    select
+        run_key, idx,
+        median(value) over (partition by run_key order by idx rows between current row and 2 following)
+        - median(value) over (partition by run_key order by idx rows between 3 preceding and 1 preceding) as jump,
+        median(value) over (partition by run_key order by idx rows between current row and $window - 1 following)
+        - median(value) over (partition by run_key order by idx rows between $window preceding and 1 preceding)
+            as wide_jump
+    from lengths
+),
+
+-- steadily: the lengths of the window that lie between 25% and 75% of its rise (first five against last five), and
+-- the largest single-step rise inside it
 window_points as (
     select
-        g.run_key, g.step, l.value,
+        g.run_key, g.step, l.value, l.idx,
         l.idx - g.start_idx as pos,
         g.idx - g.start_idx as last_pos
     from growing as g
@@ -70,10 +89,13 @@ steady as (
     select p.run_key, p.step
     from window_points as p
     join window_levels as v on p.run_key = v.run_key and p.step = v.step
+    join jumps as j on p.run_key = j.run_key and p.idx = j.idx
     group by p.run_key, p.step, v.low, v.high
     having count(*) filter (
         where p.value > v.low + 0.25 * (v.high - v.low) and p.value < v.low + 0.75 * (v.high - v.low)
     ) >= $min_rise_points
+        and coalesce(max(j.jump) filter (where p.pos >= 3 and p.pos <= p.last_pos - 2), 0)
+        < $max_jump_share * (v.high - v.low)
 ),
 
 -- the reward's fitted relative rise over the same span of steps
@@ -128,7 +150,7 @@ episodes as (
 ),
 
 -- where the growth is judged to have held: the `window` lengths before the episode (its first five at the start of
--- a run, which has none before it) against the run's last `window`
+-- a run, which has none before it) against the run's last `window`, and the `window` right after the episode
 episode_starts as (
     select e.run_key, e.onset, min(l.idx) as from_idx
     from episodes as e
@@ -140,7 +162,9 @@ spans as (
     select
         e.*,
         case when x.from_idx > 5 then greatest(x.from_idx - $window, 1) else x.from_idx end as before_lo,
-        case when x.from_idx > 5 then x.from_idx - 1 else x.from_idx + 4 end as before_hi
+        case when x.from_idx > 5 then x.from_idx - 1 else x.from_idx + 4 end as before_hi,
+        case when e.last_idx + $window <= e.n then e.last_idx + 1 else greatest(e.n - $window + 1, 1) end as after_lo,
+        least(e.last_idx + $window, e.n) as after_hi
     from episodes as e
     join episode_starts as x on e.run_key = x.run_key and e.onset = x.onset
 ),
@@ -151,6 +175,7 @@ held as (
         median(l.value) filter (where l.idx between s.before_lo and s.before_hi) as before_length,
         min(l.step) filter (where l.idx between s.before_lo and s.before_hi) as before_from,
         max(l.step) filter (where l.idx between s.before_lo and s.before_hi) as before_to,
+        median(l.value) filter (where l.idx between s.after_lo and s.after_hi) as after_length,
         median(l.value) filter (where l.idx > s.n - $window) as final_length,
         min(l.step) filter (where l.idx > s.n - $window) as final_from
     from spans as s
@@ -177,6 +202,7 @@ kept as (
     join held as h on e.run_key = h.run_key and e.onset = h.onset
     left join held_reward as hr on e.run_key = hr.run_key and e.onset = hr.onset
     where h.final_length >= (1 + $min_kept) * h.before_length
+        and h.after_length >= (1 + $min_kept / 2) * h.before_length
         and h.final_length - h.before_length >= $min_tokens
         and (hr.reward_change is null or hr.reward_change < $reward_share * (h.final_length / h.before_length - 1))
 ),
@@ -278,9 +304,12 @@ select
            g.onset, coalesce(printf('%+.0f%%', 100 * g.reward_growth), 'unknown (no reward logged)')) as message
 from grown_whole as g
 join lengths as x on g.run_key = x.run_key
+join jumps as j on x.run_key = j.run_key and x.idx = j.idx
 group by all
--- steadily: a twentieth of a long run's lengths in the middle half of the rise (outliers on either level are none)
+-- steadily: a twentieth of a long run's lengths in the middle half of the rise (outliers on either level are none),
+-- and no step that makes half of it
 having count(*) filter (
     where x.value > g.start_length + 0.25 * (g.end_length - g.start_length)
         and x.value < g.start_length + 0.75 * (g.end_length - g.start_length)
 ) >= greatest($min_rise_points, any_value(g.n) / 20)
+    and coalesce(max(j.wide_jump), 0) < $max_jump_share * (g.end_length - g.start_length)
