@@ -737,6 +737,16 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="denseev1",
         name="denseevals",
     )
+    # a noisy reward around 0.5 that dips to ~0.22 for six steps (40-45) and comes back: a dip, not a collapse
+    write_run(
+        root,
+        [
+            {"train/reward": (0.22 if 40 <= i <= 45 else 0.5) + 0.04 * math.sin(1.7 * i), "train/global_step": i + 1}
+            for i in range(120)
+        ],
+        run_id="rewdip01",
+        name="rewarddip",
+    )
     # the reward climbs 0.3 -> 0.8 over 60 steps, then falls back to where it started: it did improve (the fall is
     # reward_collapse's), so "never improved" would be false
     write_run(
@@ -924,6 +934,9 @@ def test_targeted_details(tiny):
     assert pinned["metric"] == "response_length_mean" and pinned["severity"] == "error"
     assert "at the maximum" in pinned["message"] and "of the logged steps" not in pinned["message"]
     assert tiny("response_truncation")["noisytop"] == []
+    assert tiny("reward_collapse")["rewarddip"] == []
+    (dip,) = tiny("reward_collapse", {"min_low": 1})["rewarddip"]  # seen, and let go for coming back within 10
+    assert 40 <= dip["step"] <= 42 and dip["step_end"] is not None, dip
     (sometimes,) = tiny("response_truncation")["sometimes"]
     assert sometimes["severity"] == "error" and sometimes["value"] == 0.25
     assert "was at the maximum (510 tokens) on up to 25% of the logged steps (over 20 steps)" in sometimes["message"]

@@ -14,6 +14,8 @@
 --                               of a few percent on a quiet run is not a collapse, a fall back below where the
 --                               run started is
 -- param sustain = 5          -- every one of this many consecutive logged steps stays below the onset's bar
+-- param min_low = 10         -- a fall the reward came back from within fewer logged steps than this is a dip of a
+--                               noisy run, not a policy that degenerated (one still down at the run's end counts)
 -- The episode ends when the reward climbs back above the midpoint between the bar and the old baseline.
 with reward as (
     select run_key, step, value
@@ -38,6 +40,15 @@ walked as (
                 where r2.run_key = e.run_key and r2.step < e.onset and r2.value >= e.bar), -1)
         ), e.onset) as onset
     from episodes as e
+),
+
+-- the episodes that lasted: still down, or down for at least min_low logged steps before the reward came back
+lasting as (
+    select w.*
+    from walked as w
+    where w.recovered_at is null
+        or (select count(*) from reward as r
+            where r.run_key = w.run_key and r.step >= w.onset and r.step < w.recovered_at) >= $min_low
 )
 
 select
@@ -54,4 +65,4 @@ select
            || 'resume from a checkpoint before step %d with a lower learning rate', base_median, onset_value,
            onset, collapsed_level, case when recovered_at is not null then printf(' until step %d', recovered_at)
            else '' end, onset) as message
-from walked
+from lasting
