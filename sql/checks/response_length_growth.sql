@@ -51,18 +51,15 @@ growing as (
         and slope * (step - start_step) >= $min_growth * greatest(fitted_start, 1)
 ),
 
--- the rise at each logged length: the median of it and the next two against the median of the three before it
--- (inside a window), and the same over `window` lengths on either side (over a whole run, whose noise gives a few
--- large three-point rises among hundreds of points)
+-- the rise at each logged length of a run with a growing window: the median of it and the next two against the
+-- median of the three before it
 jumps as (
     select
         run_key, idx,
         median(value) over (partition by run_key order by idx rows between current row and 2 following)
-        - median(value) over (partition by run_key order by idx rows between 3 preceding and 1 preceding) as jump,
-        median(value) over (partition by run_key order by idx rows between current row and $window - 1 following)
-        - median(value) over (partition by run_key order by idx rows between $window preceding and 1 preceding)
-            as wide_jump
+        - median(value) over (partition by run_key order by idx rows between 3 preceding and 1 preceding) as jump
     from lengths
+    where run_key in (select g.run_key from growing as g)
 ),
 
 -- steadily: the lengths of the window that lie between 25% and 75% of its rise (first five against last five), and
@@ -237,26 +234,35 @@ whole_onsets as (
 -- earlier) to the run's last fifth: a reward that rose before the length did, then stayed, did not pay for it
 whole_rewards as (
     select
-        r.run_key, r.value, o.onset,
+        r.run_key, r.step, r.value,
         row_number() over (partition by r.run_key order by r.step) as idx,
-        count(*) over (partition by r.run_key) as n,
-        count(*) filter (where r.step < o.onset) over (partition by r.run_key) as before_n
+        count(*) over (partition by r.run_key) as n
     from metrics as r
-    join whole_onsets as o on r.run_key = o.run_key
+    semi join whole_onsets as o on r.run_key = o.run_key
     where r.metric = 'reward_mean' and isfinite(r.value)
+),
+
+reward_spans as (  -- the last reward log before the onset (the run's first tenth's last when that is later)
+    select
+        w.run_key,
+        any_value(o.onset) as onset,
+        greatest(count(*) filter (where w.step < o.onset), greatest(5, any_value(w.n) / 10)) as before_hi
+    from whole_rewards as w
+    join whole_onsets as o on w.run_key = o.run_key
+    group by w.run_key
 ),
 
 whole_reward as (
     select
-        run_key,
-        any_value(onset) as onset,
-        (median(value) filter (where idx > n - greatest(5, n / 5))
-            - median(value) filter (where idx between greatest(before_n, greatest(5, n / 10)) - $window + 1
-                and greatest(before_n, greatest(5, n / 10))))
-            / greatest(abs(median(value) filter (where idx between greatest(before_n, greatest(5, n / 10))
-                - $window + 1 and greatest(before_n, greatest(5, n / 10)))), 0.1) as reward_growth
-    from whole_rewards
-    group by run_key
+        w.run_key,
+        any_value(b.onset) as onset,
+        (median(w.value) filter (where w.idx > w.n - greatest(5, w.n / 5))
+            - median(w.value) filter (where w.idx between b.before_hi - $window + 1 and b.before_hi))
+            / greatest(abs(median(w.value) filter (where w.idx between b.before_hi - $window + 1 and b.before_hi)),
+                       0.1) as reward_growth
+    from whole_rewards as w
+    join reward_spans as b on w.run_key = b.run_key
+    group by w.run_key
 ),
 
 grown_whole as (
@@ -268,6 +274,19 @@ grown_whole as (
         and w.end_length - w.start_length >= $min_tokens
         and (wr.reward_growth is null or wr.reward_growth < $reward_share * (w.end_length / w.start_length - 1))
         and w.run_key not in (select k.run_key from kept as k)
+)
+,
+
+-- the same rise over `window` lengths on either side, for the whole-run branch (over a whole run, noise gives a few
+-- large three-point rises among hundreds of points)
+wide_jumps as (
+    select
+        run_key, idx,
+        median(value) over (partition by run_key order by idx rows between current row and $window - 1 following)
+        - median(value) over (partition by run_key order by idx rows between $window preceding and 1 preceding)
+            as wide_jump
+    from lengths
+    where run_key in (select g.run_key from grown_whole as g)
 )
 
 select
@@ -304,7 +323,7 @@ select
            g.onset, coalesce(printf('%+.0f%%', 100 * g.reward_growth), 'unknown (no reward logged)')) as message
 from grown_whole as g
 join lengths as x on g.run_key = x.run_key
-join jumps as j on x.run_key = j.run_key and x.idx = j.idx
+join wide_jumps as j on x.run_key = j.run_key and x.idx = j.idx
 group by all
 -- steadily: a twentieth of a long run's lengths in the middle half of the rise (outliers on either level are none),
 -- and no step that makes half of it
