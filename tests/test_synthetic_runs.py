@@ -276,15 +276,18 @@ def test_wandb_runs_are_real_offline_runs(tmp_path):
     assert len(folders) == 1 and list(folders[0].glob("run-*.wandb"))
 
 
-@pytest.mark.parametrize("seed", [0, 4, 5])
-def test_the_checks_score_on_a_seed_of_the_second_generator(tmp_path, seed):
-    """End to end through ingest, dbt and every rule (pipeline.evaluation.check_eval.evaluate_synthetic): a guard
-    against a rule change that trades these runs for the demo's shapes. Seed 0 scored 1.00 / 1.00 when this was
-    written; seeds 4 and 5 hold the shapes that made rules fail once (a jump of the length to its limit, a rise
-    that collapsed below its start, a plateau gaining 5%, dense evaluations under a slow hack): 1.00 / 1.00 since."""
-    from pipeline.evaluation.check_eval import evaluate_synthetic, format_table
+@pytest.mark.parametrize("seed", [0, 4, 5, 20])
+def test_the_checks_score_on_a_seed_of_the_second_generator(tmp_path, capsys, seed):
+    """End to end through ingest, dbt and every rule, as `python -m pipeline.evaluation.check_eval --synthetic 1
+    --first-seed SEED` scores it: a guard against a rule change that trades these runs for the demo's shapes. Seed 0
+    scored 1.00 / 1.00 when this was written; seeds 4 and 5 hold the shapes that made rules fail once (a jump of the
+    length to its limit, a rise that collapsed below its start, a plateau gaining 5%, dense evaluations under a slow
+    hack): 1.00 / 1.00 since; seed 20, held out until it showed a format-carried reward over a task drifting 0.044 ->
+    0.058 and a length growth in a restarted run: 1.00 / 1.00 since."""
+    from pipeline.evaluation.check_eval import format_table, main
 
-    scored = evaluate_synthetic(tmp_path, [seed])
+    assert main(["--synthetic", "1", "--first-seed", str(seed), "--home", str(tmp_path), "--json"]) == 0
+    scored = json.loads(capsys.readouterr().out)
     total = scored["seeds"][str(seed)]
     assert total["error"] is None and total["labels"] >= 15, format_table(scored["pooled"])
     assert total["precision"] >= 0.95 and total["recall"] >= 0.95, format_table(scored["pooled"])

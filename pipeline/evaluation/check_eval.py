@@ -406,14 +406,21 @@ def main(argv: list[str] | None = None) -> int:
         "--synthetic",
         type=int,
         metavar="SEEDS",
-        help="score the second generator's runs over seeds 0..SEEDS-1 (pipeline.evaluation.synthetic_runs)",
+        help="score the second generator's runs over SEEDS seeds (pipeline.evaluation.synthetic_runs)",
+    )
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="with --synthetic: the first of those seeds (a range not looked at yet is a held-out set)",
     )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     say = (lambda msg: print(msg, file=sys.stderr)) if not args.json else None
     if args.synthetic:
         with tempfile.TemporaryDirectory(prefix="grpolens-eval-synthetic-") as tmp:
-            synthetic = evaluate_synthetic(Path(args.home or tmp), range(args.synthetic), progress=say)
+            seeds = range(args.first_seed, args.first_seed + args.synthetic)
+            synthetic = evaluate_synthetic(Path(args.home or tmp), seeds, progress=say)
         if args.json:
             print(json.dumps(synthetic, indent=2))
         else:
