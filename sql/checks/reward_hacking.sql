@@ -162,8 +162,7 @@ caught_up as (
             / greatest(sqrt((var_samp(t.value) filter (where t.step > e.last_step)
                              + var_samp(t.value) filter (where t.step <= e.last_step)) / 2), 1e-12)
             >= $min_catch_up_sd
-)
-,
+),
 
 left_behind as (
     select e.*
