@@ -245,7 +245,6 @@ whole_rewards as (
 reward_spans as (  -- the last reward log before the onset (the run's first tenth's last when that is later)
     select
         w.run_key,
-        any_value(o.onset) as onset,
         greatest(count(*) filter (where w.step < o.onset), greatest(5, any_value(w.n) / 10)) as before_hi
     from whole_rewards as w
     join whole_onsets as o on w.run_key = o.run_key
@@ -255,7 +254,6 @@ reward_spans as (  -- the last reward log before the onset (the run's first tent
 whole_reward as (
     select
         w.run_key,
-        any_value(b.onset) as onset,
         (median(w.value) filter (where w.idx > w.n - greatest(5, w.n / 5))
             - median(w.value) filter (where w.idx between b.before_hi - $window + 1 and b.before_hi))
             / greatest(abs(median(w.value) filter (where w.idx between b.before_hi - $window + 1 and b.before_hi)),
