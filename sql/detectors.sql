@@ -81,9 +81,11 @@ where isfinite(value)
 -- steps before the step (`centered` false) or on both sides of it, the step excluded (`centered` true: a KL level
 -- that moves slowly), and needs `min_baseline` of them. `positive_only`: zeros are not values of this metric
 -- (they are left out, not read as log 1e-9). `skip_tied`: steps whose reward groups were all tied (tied_steps) are
--- a population of their own, judged against tied steps
--- only, and the other steps against the others: for a metric that can be another quantity on such steps (the grad
--- norm of the KL term alone, a thousand times smaller), while a run whose every step is tied still has a baseline.
+-- a population of their own, judged against tied steps only, and the other steps against the others: for a metric
+-- that can be another quantity on such steps (the grad norm of the KL term alone, a thousand times smaller), while
+-- a run whose every step is tied still has a baseline. A tied step with fewer than `min_baseline` tied steps in its
+-- frame (a run that has just started to solve every prompt) is judged against every step instead: against steps that
+-- learnt, a smaller quantity can only look smaller, so what spikes there is a spike in either population.
 -- Consecutive spiking steps are one episode: run_key, onset, step_end, steps, worst (largest value), ratio (largest
 -- value / level), level (the baseline level at the onset).
 create or replace temp macro log_spikes(metric_name, window_steps, centered, mad_factor, min_spread, min_ratio,
@@ -114,6 +116,26 @@ framed as (
     )
 ),
 
+fallback_frames as (  -- a tied step without tied steps enough in its frame: its frame among every step (few rows)
+    select f.run_key, f.step, f.value, f.log_value, f.idx, s.log_value as frame_log_value
+    from framed as f
+    join series as s on f.run_key = s.run_key and f.step <> s.step
+    where f.is_tied and f.base_n < min_baseline and (s.step < f.step or centered)  -- noqa: RF02
+    qualify row_number() over (partition by f.run_key, f.step, s.step < f.step order by abs(s.step - f.step))
+        <= window_steps  -- noqa: RF02
+),
+
+fallback as (
+    select
+        run_key, step, value, log_value, idx,
+        true as is_tied,
+        min(frame_log_value) as min_log,
+        count(*) as base_n,
+        true as against_all
+    from fallback_frames
+    group by run_key, step, value, log_value, idx
+),
+
 -- The median and MAD over every point's frame were nearly all of the cost (1.7 s a rule at 3e7 values). A spike
 -- is at least `min_ratio` times the median of its frame, which is at least the frame's minimum: points below
 -- `min_ratio` times that minimum (streamed, cheap) cannot be spikes, and the holistic median and MAD are computed
@@ -121,7 +143,14 @@ framed as (
 -- flags; 5-7x faster on the bench's runs with the rules' thresholds, ~25 % slower when thresholds near 1 make
 -- most points candidates. The 1e-9 slack keeps a candidate whose median equals its minimum.
 candidates as (
-    select * from framed
+    select *
+    from (
+        select run_key, step, value, log_value, is_tied, idx, min_log, base_n, false as against_all
+        from framed
+        where not (is_tied and base_n < min_baseline)
+        union all by name
+        select * from fallback
+    ) as judged
     where base_n >= min_baseline and value > min_value
         and (min_ratio <= 0 or value >= min_ratio * exp(min_log) * (1 - 1e-9))
 ),
@@ -137,6 +166,19 @@ baselines as (
         on c.run_key = s.run_key and c.is_tied = s.is_tied
         and s.idx between c.idx - window_steps and c.idx + window_steps * centered::int  -- noqa: RF02
         and c.idx <> s.idx
+    where not c.against_all
+    group by all
+
+    union all
+
+    select
+        c.run_key, c.is_tied, c.step, c.idx, c.value, c.log_value,
+        exp(median(s.frame_log_value)) as level,
+        median(s.frame_log_value) as log_level,
+        1.4826 * mad(s.frame_log_value) as spread
+    from candidates as c
+    join fallback_frames as s on c.run_key = s.run_key and c.step = s.step
+    where c.against_all
     group by all
 ),
 

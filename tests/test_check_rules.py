@@ -628,6 +628,23 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="alltied1",
         name="alltied",
     )
+    # a run that starts to solve every prompt at trainer step 41 (all groups tied from there, the grad norm as
+    # before) and spikes to 20 on its sixth tied step: too few tied steps for a baseline of their own, so the spike
+    # is judged against every step
+    write_run(
+        root,
+        [
+            {
+                "train/reward": 0.6 if i < 40 else 1.0,
+                "train/frac_reward_zero_std": 0.05 if i < 40 else 1.0,
+                "train/grad_norm": 20.0 if i == 45 else 0.5 * (1 + 0.2 * math.sin(i)),
+                "train/global_step": i + 1,
+            }
+            for i in range(60)
+        ],
+        run_id="newtied1",
+        name="newlytied",
+    )
     # a reward that starts at 0.40, settles flat at 0.38 and only rises (to ~0.51) over its last 90 steps: it
     # improved, but the flat stretch sits below where it started, so that stretch is not where it converged
     noise = random.Random(3)
@@ -952,6 +969,7 @@ def tiny(tmp_path_factory):
         ("grad_norm_spike", "tiedgrads", 50, 50),
         ("grad_norm_spike", "tiedstd", 50, 50),
         ("grad_norm_spike", "alltied", 60, 60),
+        ("grad_norm_spike", "newlytied", 46, 46),
         ("response_truncation", "pinned", 10, 13),
         ("response_length_growth", "latelength", 125, 160),
         ("elo_gap_shrinking", "league", 60, 95),
