@@ -830,6 +830,24 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="sagged01",
         name="sagged",
     )
+    # a trivial task: the reward saturates in four steps (0.68 to 0.98), then sits at 0.998 +- 0.002 for 96 steps,
+    # so its first tenth is already near the top; and a noisy plateau (0.5 +- 0.035) whose first three steps came
+    # in low (0.45): a start a standard deviation or two down is no rise
+    write_run(
+        root,
+        [
+            {"train/reward": [0.676, 0.795, 0.933, 0.982][i] if i < 4 else 0.998 + 0.002 * math.sin(i)}
+            for i in range(100)
+        ],
+        run_id="saturat1",
+        name="saturated",
+    )
+    write_run(
+        root,
+        [{"train/reward": 0.45 if i < 3 else 0.5 + 0.05 * math.sin(1.7 * i)} for i in range(200)],
+        run_id="lowstart",
+        name="lowstart",
+    )
     # 300 steps that gain 4%: significant on a log this dense, and still no learning
     write_run(
         root,
@@ -1100,6 +1118,17 @@ def test_never_improved_means_no_material_rise_at_any_time(tiny):
     (sagged,) = plateau["sagged"]  # a sag is no collapse: it never improved either
     assert sagged["severity"] == "warn" and "never improved" in sagged["message"] and "(-13%," in sagged["message"]
     assert tiny("reward_plateau", {"max_fall": 0.1})["sagged"] == []
+
+
+def test_a_reward_saturated_within_its_first_tenth_converged(tiny):
+    """Its first tenth (0.935) is already near its last third (0.998): judged against that alone it "never
+    improved" (+7%). Against its first three steps it rose far beyond the last third's noise; a plateau whose first
+    steps merely came in low did not."""
+    plateau = tiny("reward_plateau")
+    (saturated,) = plateau["saturated"]
+    assert saturated["severity"] == "info" and "converged: it rose from 0.801" in saturated["message"], saturated
+    (low,) = plateau["lowstart"]
+    assert low["severity"] == "warn" and "never improved" in low["message"], low
 
 
 def test_stale_heartbeat_by_age(tiny):

@@ -21,11 +21,17 @@
 -- param min_gain = 0.1       -- ... and above it by this share of the first tenth's level (floored at 0.1), in that
 --                               third or in the last tenth (a late rise): a gain of 5% over 400 steps can be
 --                               significant on a dense log with autocorrelated noise and is still no learning
+-- param start_points = 3     -- ... or above the run's first this many logged steps so, and by at least ...
+-- param start_rise_sd = 5    -- ... this many standard deviations of the last third: a reward that saturates within
+--                               the first tenth (0.68 to 1.0 in four steps, then 0.998 +- 0.004) has a first tenth
+--                               already near the top; noise and warm-up make a run's first steps lower by a
+--                               standard deviation or two, and a plateau's by no more
 -- param max_fall = 0.25      -- a last third below the first tenth by more than this share (and significantly) fell:
 --                               reward_collapse's; a smaller fall, a run that sagged from a lucky start, never improved
 -- The reward is reward_mean (Diplomacy benchmark/reward_mean, TRL reward, verl critic/score/mean). Two findings:
 -- * never improved (warn): neither the last nor the middle third of the run is above its first tenth, significantly
---   (Welch t >= t_gain) and by min_gain, and the last third has not fallen below it by more than max_fall (a fall
+--   (Welch t >= t_gain) and by min_gain, nor above its first start_points logged steps so, and the last third has
+--   not fallen below the first tenth by more than max_fall (a fall
 --   is reward_collapse's, and a run that rose and then collapsed did improve); judged over the whole run, so short
 --   and coarse logs (25-50 points) are judged too;
 -- * converged (info): after a significant rise, a flat window (below) above the first tenth's mean (a flat stretch
@@ -169,6 +175,9 @@ thirds as (
         avg(value) filter (where idx > n / 3 and idx <= n - n / 3) as mid_mean,
         var_samp(value) filter (where idx > n / 3 and idx <= n - n / 3) as mid_var,
         count(*) filter (where idx > n / 3 and idx <= n - n / 3) as mid_k,
+        avg(value) filter (where idx <= $start_points) as start_mean,
+        var_samp(value) filter (where idx <= $start_points) as start_var,
+        count(*) filter (where idx <= $start_points) as start_k,
         avg(value) filter (where idx > n - greatest(3, ceil(n / 10))) as end_mean,
         avg(value) filter (where idx > n - n / 3) as last_mean,
         var_samp(value) filter (where idx > n - n / 3) as last_var,
@@ -185,15 +194,21 @@ rises as (
         (mid_mean - first_mean) / greatest(sqrt(first_var / first_k + mid_var / mid_k), 1e-12) as t_mid,
         (last_mean - first_mean) / greatest(abs(first_mean), 0.1) as last_gain,
         (greatest(last_mean, end_mean) - first_mean) / greatest(abs(first_mean), 0.1) as gain,
-        (mid_mean - first_mean) / greatest(abs(first_mean), 0.1) as mid_gain
+        (mid_mean - first_mean) / greatest(abs(first_mean), 0.1) as mid_gain,
+        (last_mean - start_mean) / greatest(sqrt(start_var / start_k + last_var / last_k), 1e-12) as t_start,
+        (last_mean - start_mean) / greatest(abs(start_mean), 0.1) as start_gain
     from thirds
 ),
 
 gains as (
     select
         *,
-        t_rise >= $t_gain and gain >= $min_gain as rose,
-        (t_rise >= $t_gain and gain >= $min_gain) or (t_mid >= $t_gain and mid_gain >= $min_gain) as improved
+        t_rise >= $t_gain and gain >= $min_gain as rose_from_tenth,
+        t_start >= $t_gain and start_gain >= $min_gain
+            and last_mean - start_mean >= $start_rise_sd * sqrt(last_var) as rose_early,
+        rose_from_tenth or rose_early as rose,
+        rose or (t_mid >= $t_gain and mid_gain >= $min_gain) as improved,
+        case when rose_from_tenth then first_mean else start_mean end as rose_from
     from rises
 )
 
@@ -225,7 +240,7 @@ select
     o.level as value,
     $t_flat as threshold,
     printf('reward converged: it rose from %.3g to about %.3g and has been flat since step %d (no significant '
-           || 'trend over %d logged steps, t = %.1f)', g.first_mean, o.level, o.onset, o.w, o.t) as message
+           || 'trend over %d logged steps, t = %.1f)', g.rose_from, o.level, o.onset, o.w, o.t) as message
 from onsets as o
 join gains as g using (run_key)
-where g.rose and o.level > g.first_mean
+where g.rose and o.level > g.rose_from
