@@ -445,6 +445,23 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="klslow01",
         name="klslow",
     )
+    # KL at 0.05 for 60 steps that jumps to 0.5 within four (61-64) and holds; and one that climbs steadily from
+    # 0.02 to 0.4 over 100 steps: both drift, and the message says where the middle half of each climb happened
+    write_run(
+        root,
+        [
+            {"train/reward": 0.5, "train/kl": (0.05 + 0.45 * min(1, max(0, i - 59) / 4)) * (1 + 0.05 * math.sin(i))}
+            for i in range(100)
+        ],
+        run_id="kljump01",
+        name="kljump",
+    )
+    write_run(
+        root,
+        [{"train/reward": 0.5, "train/kl": (0.02 + 0.38 * i / 99) * (1 + 0.05 * math.sin(i))} for i in range(100)],
+        run_id="klsteady",
+        name="klsteady",
+    )
 
     # a length of ~10 tokens that collapses to ~2 and then climbs to a cap of 32 while the reward stays flat
     def regrow_length(i: int) -> float:
@@ -1021,9 +1038,13 @@ def test_targeted_details(tiny):
     (const,) = tiny("reward_component_dead")["constcomp"]
     assert const["value"] == 1 and "gives every completion the same score" in const["message"]
     for grew in tiny("response_length_growth")["regrow"] + tiny("response_length_growth")["earlygrow"]:
-        found = re.search(r"from about (-?\d+) tokens .* to (\d+) by step \d+ \(\+(\d+)%", grew["message"])
-        start, end, pct = (int(x) for x in found.groups())  # the rise the numbers shown make (rounded)
+        found = re.search(
+            r"from about (-?\d+) tokens at step (\d+) to (\d+) by step (\d+) \(\+(\d+)% over (\d+) steps",
+            grew["message"],
+        )
+        start, first, end, last, pct, span = (int(x) for x in found.groups())  # the numbers shown agree (rounded)
         assert start >= 0 and pct == pytest.approx(100 * (end / max(start, 1) - 1), rel=0.1), grew["message"]
+        assert span == last - first, grew["message"]
     assert tiny("response_length_growth")["regrow"] and tiny("response_length_growth")["earlygrow"]
     grown = tiny("response_length_growth")  # not growths that outrun the reward (see their runs):
     not_verbose = ("capjump", "jumplevel", "noisyjump", "noisylevel", "burstthenjump", "paidgrowth", "startbump")
@@ -1118,6 +1139,24 @@ def test_never_improved_means_no_material_rise_at_any_time(tiny):
     (sagged,) = plateau["sagged"]  # a sag is no collapse: it never improved either
     assert sagged["severity"] == "warn" and "never improved" in sagged["message"] and "(-13%," in sagged["message"]
     assert tiny("reward_plateau", {"max_fall": 0.1})["sagged"] == []
+
+
+def test_a_kl_drift_says_where_it_climbed(tiny):
+    """A jump to a new level and a steady climb are both drifts; "climbing steadily" was said of both. The message
+    names the steps the middle half of the climb took: a few for the jump, most of the episode for the climb."""
+    spans = {}
+    for name in ("kljump", "klsteady"):
+        (drift,) = tiny("kl_drift")[name]
+        found = re.search(
+            r"from [\d.]+ at step (\d+) to [\d.]+ by step (\d+), the middle half of the climb between steps (\d+) "
+            r"and (\d+)",
+            drift["message"],
+        )
+        assert found, drift["message"]
+        first, last, quarter, three_quarters = (int(x) for x in found.groups())
+        assert first <= quarter <= three_quarters <= last, drift["message"]
+        spans[name] = three_quarters - quarter
+    assert spans["kljump"] <= 3 and spans["klsteady"] >= 10, spans
 
 
 def test_a_reward_saturated_within_its_first_tenth_converged(tiny):

@@ -76,6 +76,18 @@ episodes as (
         max(slope / slope_se) as best_t
     from numbered
     group by run_key, episode
+),
+
+-- where the middle half of the climb happened (the first steps past a quarter and three quarters of it): a steady
+-- climb spreads it over the episode, a jump to a new level puts it within a few steps, and the message says which
+climbs as (
+    select
+        e.*,
+        min(k.step) filter (where k.value >= e.from_kl + 0.25 * (e.to_kl - e.from_kl)) as quarter_step,
+        min(k.step) filter (where k.value >= e.from_kl + 0.75 * (e.to_kl - e.from_kl)) as three_quarter_step
+    from episodes as e
+    join kl as k on e.run_key = k.run_key and k.step between e.from_step and e.last_step
+    group by all
 )
 
 select
@@ -87,10 +99,11 @@ select
     'kl' as metric,
     to_kl as value,
     $min_kl as threshold,
-    printf('KL has been climbing steadily: from %.3g at step %d to %.3g by step %d (trend t = %.1f); the policy '
-           || 'is drifting from the reference: raise the KL penalty or lower the learning rate before it blows up',
-           from_kl, from_step, to_kl, last_step, best_t) as message
-from episodes
+    printf('KL has climbed from %.3g at step %d to %.3g by step %d, the middle half of the climb between steps %d '
+           || 'and %d (trend t = %.1f); the policy is drifting from the reference: raise the KL penalty or lower the '
+           || 'learning rate before it blows up', from_kl, from_step, to_kl, last_step, quarter_step,
+           three_quarter_step, best_t) as message
+from climbs
 
 union all by name
 

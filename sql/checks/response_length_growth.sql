@@ -296,10 +296,10 @@ select
     'response_length_mean' as metric,
     to_length as value,
     $min_growth as threshold,
-    printf('mean response length grew from about %.0f tokens at step %d to %.0f by step %d (+%.0f%% within %d '
+    printf('mean response length grew from about %.0f tokens at step %d to %.0f by step %d (+%.0f%% over %d '
            || 'steps) while the reward moved %s; the policy is getting verbose without being paid for it: add a '
            || 'length penalty or check for truncation and repetition', from_length, from_step, to_length, last_step,
-           100 * (to_length / greatest(from_length, 1) - 1), onset - from_step,
+           100 * (to_length / greatest(from_length, 1) - 1), last_step - from_step,
            coalesce(printf('%+.0f%%', 100 * reward_growth), 'unknown (no reward logged)')) as message
 from kept
 
