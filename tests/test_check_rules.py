@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import re
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -1181,6 +1183,29 @@ def test_stale_heartbeat_by_age(tiny):
     (old,) = tiny("stale_heartbeat", {"warn_minutes": 0, "abandoned_hours": 0})["stale"]
     assert old["severity"] == "info"
     assert all(rows == [] for name, rows in tiny("stale_heartbeat", {"warn_minutes": 0}).items() if name != "stale")
+
+
+def test_a_trainer_state_short_of_max_steps_went_quiet_at_a_checkpoint_save(tmp_path):
+    """The Trainer writes trainer_state.json at each checkpoint save: 45 minutes since the last write of a run at
+    step 10 of 20 is a warning worded as that (saves can be hours apart), not "hung or dead" as for a W&B run."""
+    folder = tmp_path / "logs" / "out"
+    folder.mkdir(parents=True)
+    state = folder / "trainer_state.json"
+    history = [{"loss": 0.1, "reward": s / 10, "step": s} for s in range(1, 11)]
+    state.write_text(json.dumps({"global_step": 10, "max_steps": 20, "log_history": history}))
+    written = time.time() - 45 * 60
+    os.utime(state, (written, written))
+    settings = Settings(home=tmp_path / "home")
+    trainer_logs.ingest(settings.lake, [tmp_path / "logs"])
+    warehouse.build(settings)
+    con = warehouse.connect_readonly(settings)
+    try:
+        (rule,) = [c for c in checks.load_checks() if c.name == "stale_heartbeat"]
+        (quiet,) = checks.run_check(con, rule).rows
+    finally:
+        con.close()
+    assert quiet["severity"] == "warn" and quiet["step"] == 10, quiet
+    assert "last written 45 minutes ago" in quiet["message"] and "checkpoint save" in quiet["message"], quiet
 
 
 def test_parameters_may_be_given_as_int_or_float(tiny):
