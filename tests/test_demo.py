@@ -59,6 +59,23 @@ def test_demo_writes_ingests_builds_and_summarises(demo):
         con.close()
 
 
+@pytest.mark.slow  # the demo fixture
+def test_the_summary_names_the_hours_the_event_checks_flag(demo):
+    """The health mart judges the whole event log ("healthy", 0.2% errors) while the checks judge hour by hour (an
+    hour at 9.9% is an error): the summary says both, so it never calls a pipeline with an error flag just healthy."""
+    settings, output = demo
+    con = warehouse.connect_readonly(settings)
+    try:
+        flagged = {
+            c for (c,) in con.sql("select distinct check_name from anomalies where dataset is not null").fetchall()
+        }
+    finally:
+        con.close()
+    assert flagged, "the demo's events carry bad hours"
+    (line,) = [x for x in output.splitlines() if x.strip().startswith("hour by hour the checks flag")]
+    assert all(f"{check} (" in line for check in flagged), line
+
+
 def test_elo_ratings_are_the_last_known_league_rating(demo):
     """Recompute the as-of series from raw history in Python and compare with the dbt mart, row by row."""
     settings, _ = demo

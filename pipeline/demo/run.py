@@ -214,19 +214,31 @@ def summary(settings: Settings) -> str:
             lines.append(f"  {name:<24} step {step:>4}: {gap:+.1f}{error} Elo (best: {best})")
         if not gaps:
             lines.append("  (no league runs)")
-        health = con.sql("""select h.status, h.error_rate, h.completion_rate, r.duration_p95_s, t.trajectories_per_hour,
-                                   e.full_share
+        health = con.sql("""select h.dataset, h.status, h.error_rate, h.completion_rate, r.duration_p95_s,
+                                   t.trajectories_per_hour, e.full_share
                             from health h
                             left join rollout_timing r on r.dataset = h.dataset and r.grain = 'overall'
                             left join throughput t on t.dataset = h.dataset and t.grain = 'overall'
                             left join extraction e on e.dataset = h.dataset and e.grain = 'overall'
                             where h.grain = 'overall'""").fetchall()
-        for status, errors, completion, p95, per_hour, full in health:
+        for dataset, status, errors, completion, p95, per_hour, full in health:
             lines.append("")
             lines.append(
-                f"Rollout pipeline (events): {status}, error rate {errors:.1%}, completion {completion:.1%}, "
-                f"p95 rollout {p95:.0f}s, {per_hour:.0f} trajectories/hour, {full:.1%} orders fully extracted"
+                f"Rollout pipeline (events): {status} over the whole log, error rate {errors:.1%}, completion "
+                f"{completion:.1%}, p95 rollout {p95:.0f}s, {per_hour:.0f} trajectories/hour, {full:.1%} orders "
+                "fully extracted"
             )
+            # the checks judge hour by hour: a bad hour inside a healthy whole is said too
+            flagged = con.execute(
+                """select check_name, arg_max(severity, rank) from (
+                       select *, case severity when 'error' then 2 when 'warn' then 1 else 0 end as rank
+                       from anomalies where dataset = ?
+                   ) group by check_name order by max(rank) desc, check_name""",
+                [dataset],
+            ).fetchall()
+            if flagged:
+                named = ", ".join(f"{check} ({severity})" for check, severity in flagged)
+                lines.append(f"  hour by hour the checks flag {named}: `grpolens check` lists them")
         lines += [
             "",
             f"Warehouse: {settings.duckdb_path}",
