@@ -76,6 +76,26 @@ def test_the_summary_names_the_hours_the_event_checks_flag(demo):
     assert all(f"{check} (" in line for check in flagged), line
 
 
+@pytest.mark.slow  # a second demo, ~30 s
+def test_a_second_demo_in_the_same_home_prints_the_same_summary(demo):
+    """Nothing new in the lake: the Dagster run skips the checks and the reports, and the summary says what the
+    warehouse and the reports folder hold, as the first demo did."""
+    settings, first = demo
+    again = grpolens("demo", "--scale", "0.3", env={"GRPOLENS_HOME": str(settings.home)})
+    assert again.returncode == 0, again.stderr
+    second = again.stderr
+    assert "sample runs already in" in second
+    con = warehouse.connect_readonly(settings)
+    try:
+        flags, errors = con.sql("select count(*), count(*) filter (severity = 'error') from anomalies").fetchone()
+    finally:
+        con.close()
+    assert f"Checks: {flags} anomalies flagged ({errors} errors)" in second
+    tail = first[first.index("Checks:") : first.index("demo finished")]
+    assert "| verdict |" in tail and "group sweep-lr-kl: best" in tail
+    assert second[second.index("Checks:") : second.index("demo finished")] == tail
+
+
 def test_elo_ratings_are_the_last_known_league_rating(demo):
     """Recompute the as-of series from raw history in Python and compare with the dbt mart, row by row."""
     settings, _ = demo

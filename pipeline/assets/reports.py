@@ -55,7 +55,7 @@ def sweep_reports(context: dg.AssetExecutionContext, grpolens: GrpolensResource)
     results = sweep_report.write_group_reports(settings)
     metadata: dict[str, Any] = {
         "sweeps": sum(r["doc"] is not None for r in results),
-        "summary": dg.MetadataValue.text("\n".join(sweep_lines(results)) or "no groups"),
+        "summary": dg.MetadataValue.text(sweep_summary(results)),
     }
     for result in results:
         if result["doc"] is None:
@@ -69,6 +69,11 @@ def sweep_reports(context: dg.AssetExecutionContext, grpolens: GrpolensResource)
         )
         metadata[result["selection"]] = dg.MetadataValue.md(header + sweep_report.ranking_table(doc))
     return dg.MaterializeResult(metadata=metadata)
+
+
+def sweep_summary(results: list[dict]) -> str:
+    """The `summary` entry: one line per sweep or group (sweep_lines)."""
+    return "\n".join(sweep_lines(results)) or "no groups"
 
 
 def sweep_lines(results: list[dict]) -> list[str]:
