@@ -15,7 +15,7 @@ from pipeline.settings import Settings
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pipeline.cli_parser import SQL_EXAMPLE, Parser, command, version
+    from pipeline.cli_parser import SQL_EXAMPLE, Parser, command, number, version
     from pipeline.ingest import SOURCES  # light: the source modules load only when one runs
 
     parser = Parser(
@@ -176,7 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="table",
         help="table (default, fitted to the terminal), csv, or json (an array of row objects)",
     )
-    p.add_argument("--max-rows", type=int, default=40, help="rows a table shows (default 40; csv and json show all)")
+    p.add_argument(
+        "--max-rows", type=number(int, 1), default=40, help="rows a table shows (default 40; csv and json show all)"
+    )
     p.set_defaults(func=cmd_sql)
 
     p = command(
@@ -187,7 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
         "grpolens docs --port 8081",
         "grpolens docs --no-serve",
     )
-    p.add_argument("--port", type=int, default=8080, help="port on 127.0.0.1 (default 8080; 0 picks a free one)")
+    p.add_argument(
+        "--port", type=number(int, 0, 65535), default=8080, help="port on 127.0.0.1 (default 8080; 0 picks a free one)"
+    )
     p.add_argument("--no-serve", action="store_true", help="only generate the site and print its folder")
     p.add_argument("--verbose", action="store_true", help="show dbt's own output")
     p.set_defaults(func=cmd_docs)
@@ -198,7 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
         "write sample runs with wandb offline, ingest and build them, print a summary",
         "grpolens --home /tmp/grpolens-demo demo --scale 0.5",
     )
-    p.add_argument("--scale", type=float, default=1.0, help="multiply the runs' lengths (default 1.0)")
+    p.add_argument(
+        "--scale",
+        type=number(float, 0, low_allowed=False),
+        default=1.0,
+        help="multiply the runs' lengths (default 1.0)",
+    )
     p.add_argument(
         "--axiom-emulator",
         action="store_true",
@@ -207,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     p = command(sub, "ui", "start the Dagster UI (dagster dev) on this project", "grpolens ui --port 3001")
-    p.add_argument("--port", type=int, default=3000, help="port of the Dagster UI (default 3000)")
+    p.add_argument("--port", type=number(int, 1, 65535), default=3000, help="port of the Dagster UI (default 3000)")
     p.set_defaults(func=cmd_ui)
     return parser
 

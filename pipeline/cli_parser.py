@@ -1,10 +1,12 @@
 """The parts of the `grpolens` command line that are not its commands (cli.py builds the parser; cli_build.py and
-cli_read.py hold the commands): "did you mean …?" for a mistyped command or choice, subcommands whose --help ends
-with examples, the version."""
+cli_read.py hold the commands): "did you mean …?" for a mistyped command or choice, numbers held to their range,
+subcommands whose --help ends with examples, the version."""
 
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
 
 SQL_EXAMPLE = "sql/questions/learning_dynamics_by_run.sql"  # cited by `sql --help`; a test holds it to an existing file
 
@@ -35,6 +37,24 @@ class Parser(argparse.ArgumentParser):
             raise argparse.ArgumentError(
                 action, f"invalid choice: {value!r}; did you mean {close[0]}? (choose from {', '.join(choices)})"
             ) from None
+
+
+def number(
+    kind: type[int] | type[float], low: float, high: float = math.inf, low_allowed: bool = True
+) -> Callable[[str], float]:
+    """An argparse type: a ``kind`` from ``low`` (itself only if ``low_allowed``) to ``high``, finite. Anything else
+    is a usage error (exit status 2) naming the range before the command starts, not a failure deep inside it (a
+    port past 65535 once failed at bind() after the docs were generated)."""
+
+    def parse(text: str) -> float:
+        value = kind(text)  # a ValueError: argparse says "invalid int value: 'x'"
+        if not math.isfinite(value) or value > high or value < low or (value == low and not low_allowed):
+            bounds = f"{low} to {high}" if high < math.inf else f"{low} or more" if low_allowed else f"more than {low}"
+            raise argparse.ArgumentTypeError(f"{text} is out of range ({bounds})")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
 
 
 def command(sub, name: str, help: str, *examples: str, description: str | None = None) -> argparse.ArgumentParser:

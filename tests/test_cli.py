@@ -175,6 +175,31 @@ def test_a_mistyped_command_or_choice_gets_the_closest_one(refreshed):
     assert out.returncode == 1 and "did you mean qwen2_3b_opd?" in out.stderr
 
 
+def test_numbers_out_of_range_are_usage_errors_before_the_command_starts(tmp_path):
+    from pipeline.cli import build_parser
+
+    env = {"GRPOLENS_HOME": str(tmp_path / "home")}
+    for args in (
+        ("docs", "--port", "99999"),
+        ("docs", "--port", "-1"),
+        ("ui", "--port", "0"),
+        ("ui", "--port", "70000"),
+        ("sql", "--max-rows", "0", "select 1 union all select 2"),
+        ("sql", "--max-rows", "-1", "select 1"),
+        ("demo", "--scale", "-1"),
+        ("demo", "--scale", "0"),
+        ("demo", "--scale", "nan"),
+    ):
+        out = grpolens(*args, env=env)
+        assert out.returncode == 2 and f"argument {args[1]}: {args[2]} is out of range" in out.stderr, args
+        assert "Traceback" not in out.stderr and not out.stdout, args
+    assert not (tmp_path / "home").exists()  # refused before anything ran
+    parse = build_parser().parse_args
+    assert parse(["docs", "--port", "0"]).port == 0 and parse(["docs", "--port", "65535"]).port == 65535
+    assert parse(["ui", "--port", "1"]).port == 1 and parse(["sql", "--max-rows", "1", "q"]).max_rows == 1
+    assert parse(["demo", "--scale", "0.05"]).scale == 0.05 and parse(["demo"]).scale == 1.0
+
+
 def test_version_and_a_refresh_with_nothing_configured(tmp_path):
     version = grpolens("--version", check=True)
     assert version.stdout.startswith("grpolens ") and version.stdout.split()[1][0].isdigit()
