@@ -391,6 +391,11 @@ def build(
             failures.append(f"{name}: {': '.join(lines[:2])}")
     if failures:
         _raise_build_failure(settings, "; ".join(failures), "\n".join(messages))
+    if select and not results.get("results"):  # dbt only warns (seen with --verbose) and exits 0
+        raise BuildFailed(
+            f"nothing was built: the selection criterion {select!r} does not match any enabled nodes (models, seeds, "
+            "tests) of the dbt project"
+        )
     if not select:  # every model has taken in the plan's changes
         build_plan.commit(settings)
     if stamp and not select:

@@ -200,6 +200,15 @@ def test_numbers_out_of_range_are_usage_errors_before_the_command_starts(tmp_pat
     assert parse(["demo", "--scale", "0.05"]).scale == 0.05 and parse(["demo"]).scale == 1.0
 
 
+def test_a_build_selecting_nothing_says_so_and_fails(tmp_path):
+    out = grpolens("--home", str(tmp_path / "home"), "build", "--select", "nosuchmodel")
+    assert out.returncode == 1 and "Traceback" not in out.stderr and "warehouse built" not in out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        "grpolens build: nothing was built: the selection criterion 'nosuchmodel' does not match any enabled nodes "
+        "(models, seeds, tests) of the dbt project"
+    )
+
+
 def test_version_and_a_refresh_with_nothing_configured(tmp_path):
     version = grpolens("--version", check=True)
     assert version.stdout.startswith("grpolens ") and version.stdout.split()[1][0].isdigit()
