@@ -13,6 +13,8 @@ from pipeline.cli_common import UserError
 from pipeline.cli_read import cmd_check, cmd_report, cmd_sql, cmd_sweep
 from pipeline.settings import Settings
 
+HOME_HELP = "data home (default: $GRPOLENS_HOME or ./warehouse)"
+
 
 def build_parser() -> argparse.ArgumentParser:
     from pipeline.cli_parser import SQL_EXAMPLE, Parser, command, number, version
@@ -26,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         "`grpolens COMMAND --help` shows a command's options.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--home", help="data home (default: $GRPOLENS_HOME or ./warehouse)")
+    parser.add_argument("--home", help=HOME_HELP)
     parser.add_argument(
         "--version", action="version", version=f"grpolens {version()}", help="print the version and exit"
     )
@@ -218,6 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(sub, "ui", "start the Dagster UI (dagster dev) on this project", "grpolens ui --port 3001")
     p.add_argument("--port", type=number(int, 1, 65535), default=3000, help="port of the Dagster UI (default 3000)")
     p.set_defaults(func=cmd_ui)
+    for p in sub.choices.values():  # `grpolens demo --home X` as well; absent, it leaves the one before the command
+        p.add_argument("--home", default=argparse.SUPPRESS, help=HOME_HELP)
     return parser
 
 

@@ -209,6 +209,26 @@ def test_a_build_selecting_nothing_says_so_and_fails(tmp_path):
     )
 
 
+def test_home_goes_before_or_after_any_command_and_after_wins(tmp_path):
+    """Each command is run on a home that is a file: it names the home it was given, before doing anything."""
+    from pipeline.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    required = {"report": ["RUN"], "sweep": ["--group", "G"], "compare": ["A", "B"], "sql": ["select 1"]}
+    blocker, other = tmp_path / "a-file", tmp_path / "other"
+    blocker.touch()
+    for name in commands:
+        args = [name, *required.get(name, [])]
+        before, after = ["--home", str(blocker), *args], [*args, "--home", str(blocker)]
+        for argv in (before, after, ["--home", str(other), *after]):  # the one after the command wins
+            out = grpolens(*argv)
+            assert out.returncode == 1 and out.stderr == (
+                f"grpolens {name}: the data home {blocker} is a file, not a folder: point GRPOLENS_HOME (or --home) "
+                "at a folder\n"
+            ), argv
+    assert not other.exists()
+
+
 def test_version_and_a_refresh_with_nothing_configured(tmp_path):
     version = grpolens("--version", check=True)
     assert version.stdout.startswith("grpolens ") and version.stdout.split()[1][0].isdigit()
