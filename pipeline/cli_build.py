@@ -122,7 +122,10 @@ def ingest_path(settings: Settings, path: Path) -> str:
 def cmd_demo(args, settings: Settings) -> int:
     from pipeline.demo.run import run_demo
 
-    run_demo(settings, scale=args.scale, progress=say, axiom_emulator=args.axiom_emulator)
+    def answer(text: str) -> None:  # the summary; flushed, so that `demo 2>&1 | less` keeps it in order
+        print(text, flush=True)
+
+    run_demo(settings, scale=args.scale, progress=say, axiom_emulator=args.axiom_emulator, answer=answer)
     return 0
 
 

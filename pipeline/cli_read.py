@@ -98,9 +98,10 @@ def cmd_check(args, settings: Settings) -> int:
             lacking = checks_mod.not_applicable(con, [o.check for o in outcomes])
         finally:
             con.close()
+        out = sys.stderr if args.format == "json" else sys.stdout  # stdout holds one JSON document, nothing else
         for name, run, reason in lacking:
             if run_key is None or run == run_key:
-                say(f"not applicable: {name} for {run}: {reason}")
+                print(f"not applicable: {name} for {run}: {reason}", file=out)
     if args.fail_on:
         worst = checks_mod.SEVERITIES.index(args.fail_on)
         if any(checks_mod.SEVERITIES.index(r["severity"]) >= worst for r in rows):

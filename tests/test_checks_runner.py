@@ -103,7 +103,10 @@ def test_cli_check_contract(home, tmp_path):
 def test_explain_says_which_checks_could_not_apply(home):
     out = grpolens("check", "--explain", env={"GRPOLENS_HOME": str(home.home)}, check=True)
     # these runs log no grad norm, no response length: checks needing them say so instead of staying silent
-    lines = [line for line in out.stderr.splitlines() if line.startswith("not applicable:")]
+    lines = [line for line in out.stdout.splitlines() if line.startswith("not applicable:")]
+    assert lines and "not applicable:" not in out.stderr  # the answer asked for: `check --explain | less` has it
+    as_json = grpolens("check", "--explain", "--format", "json", env={"GRPOLENS_HOME": str(home.home)}, check=True)
+    assert isinstance(json.loads(as_json.stdout), list) and "not applicable:" in as_json.stderr  # one JSON document
     requirements = {r.name: r.requires for r in checks.load_checks()}
     for name, requires in requirements.items():
         if any(m not in ("entropy", "kl", "reward_mean") for m in requires):

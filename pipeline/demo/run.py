@@ -19,10 +19,15 @@ from pipeline.settings import Settings
 
 
 def run_demo(
-    settings: Settings, scale: float = 1.0, progress: Callable[[str], None] = print, axiom_emulator: bool = False
+    settings: Settings,
+    scale: float = 1.0,
+    progress: Callable[[str], None] = print,
+    axiom_emulator: bool = False,
+    answer: Callable[[str], None] = print,
 ) -> None:
     """Sample runs and events, ingested and built. Events come from NDJSON files, or with ``axiom_emulator``
-    through the real Axiom client against the emulator on 127.0.0.1 (the API path end to end)."""
+    through the real Axiom client against the emulator on 127.0.0.1 (the API path end to end). The summary (runs,
+    Elo gaps, checks, verdicts, sweeps) goes to ``answer``, what is being done to ``progress``."""
     from pipeline.demo.events import write_demo_events
     from pipeline.demo.runs import write_demo_runs
 
@@ -64,17 +69,17 @@ def run_demo(
     results = materialize(settings, progress)
     results = {key: results.get(key) or _held(settings, key) for key in SUMMARISED}
     warehouse.stamp_build(settings)  # a `grpolens refresh` right after has nothing new to build
-    progress(summary(settings))
+    answer(summary(settings))
     flags = results["anomalies"]
-    progress(
+    answer(
         f"Checks: {flags['flags']} anomalies flagged ({flags['errors']} errors); "
         "list them with `.venv/bin/grpolens check`"
     )
-    progress(f"\nReports ({settings.reports_dir}; one run: `.venv/bin/grpolens report RUN`):")
-    progress(results["run_reports"]["verdicts"])
-    progress("\nSweeps (one command each: `.venv/bin/grpolens sweep --group G`):")
+    answer(f"\nReports ({settings.reports_dir}; one run: `.venv/bin/grpolens report RUN`):")
+    answer(results["run_reports"]["verdicts"])
+    answer("\nSweeps (one command each: `.venv/bin/grpolens sweep --group G`):")
     for line in results["sweep_reports"]["summary"].splitlines():
-        progress(f"  {line}")
+        answer(f"  {line}")
     progress(f"demo finished in {time.perf_counter() - started:.1f}s")
 
 
