@@ -63,7 +63,8 @@ def cmd_refresh(args, settings: Settings) -> int:
     found = [row for outcome in outcomes for row in outcome.rows]
     errors = sum(r["severity"] == "error" for r in found)
     say(
-        f"warehouse built at {settings.duckdb_path}; checks flagged {len(found)} anomalies ({errors} errors): "
+        f"warehouse built at {settings.duckdb_path}; checks flagged {len(found)} "
+        f"{'anomaly' if len(found) == 1 else 'anomalies'} ({errors} error{'s' * (errors != 1)}): "
         "`grpolens check` lists them"
     )
     for outcome in outcomes:

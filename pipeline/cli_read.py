@@ -82,8 +82,12 @@ def cmd_check(args, settings: Settings) -> int:
         counts = {sev: sum(r["severity"] == sev for r in shown) for sev in checks_mod.SEVERITIES}
         colour = terminal.colour_enabled(sys.stderr)
         said = [
-            terminal.paint(f"{counts[sev]} {word}", sev, colour and counts[sev] > 0)
-            for sev, word in (("error", "errors"), ("warn", "warnings"), ("info", "info"))
+            terminal.paint(f"{counts[sev]} {one if counts[sev] == 1 else many}", sev, colour and counts[sev] > 0)
+            for sev, one, many in (
+                ("error", "error", "errors"),
+                ("warn", "warning", "warnings"),
+                ("info", "info", "info"),
+            )
         ]
         folded = f" ({len(rows)} flags, repeats folded; `--format json` lists each)" if len(shown) < len(rows) else ""
         say(f"{len(outcomes)} checks: " + ", ".join(said) + folded)

@@ -272,7 +272,7 @@ def test_a_configured_root_that_is_missing_or_loops_is_said_and_fails_the_comman
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("grpolens ingest: GRPOLENS_WANDB_DIRS names") and "does not exist" in last
-    assert "trainer logs: 1 files, 1 read" in proc.stderr  # the other source still ran
+    assert "trainer logs: 1 file, 1 read" in proc.stderr  # the other source still ran
 
 
 # ----------------------------------------------------------------------------------------- 3. rewritten files

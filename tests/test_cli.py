@@ -57,6 +57,7 @@ def refreshed(tmp_path_factory):
 def test_refresh_ingests_and_builds_then_does_nothing_when_nothing_is_new(refreshed):
     env, first = refreshed
     assert "5650 values" in first.stderr and "3 runs updated" in first.stderr and "dbt build" in first.stderr
+    assert "wandb offline: 1 run file, 1 read," in first.stderr
     # one progress line per layer of the warehouse as dbt finishes it (the Dagster groups), in the order it does
     for group in ("staging", "core", "elo", "training", "pipeline"):
         assert re.search(rf"^  {group}: \d+ tables and views built$", first.stderr, re.M), group
@@ -236,6 +237,15 @@ def test_version_and_a_refresh_with_nothing_configured(tmp_path):
     assert empty.returncode == 1 and "Traceback" not in empty.stderr
     assert "no source is configured" in empty.stderr and "GRPOLENS_WANDB_DIRS" in empty.stderr
     assert not (tmp_path / "home" / "grpolens.duckdb").exists()  # nothing was built for nothing
+
+
+def test_counts_of_one_are_singular(tmp_path):
+    env = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_TRAINER_LOGS": str(_nan_run(tmp_path / "nanlog"))}
+    refreshed = grpolens("refresh", env=env, check=True).stderr  # one file, one run, one flag: its loss turns NaN
+    assert "trainer logs: 1 file, 1 read, 40 lines/entries, 160 values, 1 run updated in" in refreshed
+    assert "checks flagged 1 anomaly (1 error): `grpolens check` lists them" in refreshed
+    checked = grpolens("check", env=env, check=True).stderr
+    assert checked.splitlines()[0] == "30 checks: 1 error, 0 warnings, 0 info"
 
 
 def test_check_on_one_run_ends_with_its_verdict(refreshed):

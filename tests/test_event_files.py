@@ -112,6 +112,7 @@ def test_incremental_by_byte_offset_complete_lines_only(tmp_path):
     assert event_files.pending_files(lake, [folder]) == [path]
     report = event_files.ingest(lake, [folder])
     assert report.events == 1 and any("incomplete line" in n for n in report.notes)
+    assert report.lines()[0].startswith("event files: 1 file, 1 read, ")  # "1 file", not "1 files"
     got = rows(lake)
     assert got[0][0] == "diplomacy" and got[0][2] == "rollout_start" and got[0][4] == "r1" and got[0][8] == 0
     assert got[0][1] == datetime(2026, 1, 1, 0, 0, 0, 1, tzinfo=UTC)

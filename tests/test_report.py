@@ -328,6 +328,26 @@ def test_the_verdict_line_counts_a_root_cause_that_comes_back_not_one_seen_twice
     assert run_report._summary(told) == "kl_drift from step 13 (and 1 more time)"
 
 
+def test_the_pipeline_section_counts_one_hour_and_one_failed_rollout_in_the_singular():
+    from pipeline.report import markdown
+
+    def events(hours: int, failed: int) -> str:
+        section = {
+            "events": {
+                "datasets": ["diplomacy"],
+                "tied_by": "run_id",
+                "hours": hours,
+                "error_rate": 0.01,
+                "rollouts_failed": failed,
+                "worst_p95_s": 120.0,
+            }
+        }
+        return next(line for line in markdown._pipeline(section) if line.startswith("- events"))
+
+    assert ": 1 hour, error rate 1%, 1 failed rollout, worst" in events(1, 1)
+    assert ": 6 hours, error rate 1%, 0 failed rollouts, worst" in events(6, 0)
+
+
 def test_an_isolated_spike_the_run_recovered_from_is_transient():
     rules = {rule.name: rule for rule in checks.load_checks()}
     spike = {

@@ -100,7 +100,9 @@ def test_runs_of_different_lengths_and_a_crash(sweeps):
 @pytest.mark.parametrize(
     "args, said",
     [
-        (("sweep", "--group", "solo"), "has one run"),
+        (("sweep", "--group", "solo"), "group solo has one run (solo-0): a sweep needs two or more"),
+        (("compare", "solo-0"), "only one run to compare (solo-0): a comparison needs two or more"),
+        (("compare", "flat-0", "flat-0"), "only one run to compare (flat-0)"),
         (("sweep", "--group", "flat"), "nothing varies"),
         (("sweep", "--group", "no-shared-metric"), "share no metric"),
         (("sweep", "--group", "no-such-group"), "no runs with group no-such-group"),

@@ -72,7 +72,8 @@ def run_demo(
     answer(summary(settings))
     flags = results["anomalies"]
     answer(
-        f"Checks: {flags['flags']} anomalies flagged ({flags['errors']} errors); "
+        f"Checks: {flags['flags']} {'anomaly' if flags['flags'] == 1 else 'anomalies'} flagged "
+        f"({flags['errors']} error{'s' * (flags['errors'] != 1)}); "
         "list them with `.venv/bin/grpolens check`"
     )
     answer(f"\nReports ({settings.reports_dir}; one run: `.venv/bin/grpolens report RUN`):")

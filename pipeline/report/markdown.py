@@ -187,10 +187,11 @@ def _pipeline(section: dict | None) -> list[str]:
             lines.append(f"- {name}: {fmt(m.get('first'))} → {fmt(m.get('last'))} (trend {_trend(m)})")
     if section.get("events"):
         e = section["events"]
+        hours, failed = e["hours"], e["rollouts_failed"]
         lines.append(
-            f"- events ({', '.join(e['datasets'])}, tied by {e['tied_by']}): {e['hours']} hours, error rate "
-            f"{fmt(100 * (e['error_rate'] or 0))}%, {e['rollouts_failed']} failed rollouts, worst hourly p95 "
-            f"{fmt(e['worst_p95_s'])} s"
+            f"- events ({', '.join(e['datasets'])}, tied by {e['tied_by']}): {hours} hour{'s' * (hours != 1)}, "
+            f"error rate {fmt(100 * (e['error_rate'] or 0))}%, {failed} failed rollout{'s' * (failed != 1)}, "
+            f"worst hourly p95 {fmt(e['worst_p95_s'])} s"
         )
     return lines + [""]
 

@@ -36,9 +36,11 @@ def analyse(
     runs = selection.runs
     keys = runs["run_key"].to_list()
     if len(keys) < 2:
+        only = runs["name"][0]  # `compare` names its runs: "runs a has one run (a)" would say nothing
+        what = "only one run to compare" if compare else f"{selection.label} has one run"
         raise sweep.SweepError(
-            f"{selection.label} has one run ({runs['name'][0]}): a sweep needs two or more "
-            f"(`grpolens report {runs['name'][0]}` reports on one run)"
+            f"{what} ({only}): a {'comparison' if compare else 'sweep'} needs two or more "
+            f"(`grpolens report {only}` reports on one run)"
         )
     metric = sweep.choose_metric(con, keys, metric)
     higher = sweep.higher_is_better_for(metric, lower_is_better)

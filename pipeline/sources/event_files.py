@@ -78,8 +78,9 @@ class EventFilesReport(IngestReport):
     bad_lines: int = 0
 
     def lines(self) -> list[str]:
+        files = self.files_seen
         out = [
-            f"event files: {self.files_seen} files, {self.files_read} read, {self.records} lines, "
+            f"event files: {files} file{'s' * (files != 1)}, {self.files_read} read, {self.records} lines, "
             f"{self.events} events, {self.bad_lines} bad lines skipped in {self.seconds:.2f}s"
         ]
         out += [f"  note: {n}" for n in self.notes]

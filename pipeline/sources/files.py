@@ -65,9 +65,10 @@ class IngestReport:
         return self.ingest_id is not None
 
     def lines(self) -> list[str]:
+        files, runs = self.files_seen, len(self.runs_touched)
         out = [
-            f"wandb offline: {self.files_seen} run files, {self.files_read} read, {self.records} records, "
-            f"{self.values} values, {len(self.runs_touched)} runs updated in {self.seconds:.2f}s"
+            f"wandb offline: {files} run file{'s' * (files != 1)}, {self.files_read} read, {self.records} records, "
+            f"{self.values} values, {runs} run{'s' * (runs != 1)} updated in {self.seconds:.2f}s"
         ]
         out += [f"  note: {n}" for n in self.notes]
         out += [f"  skipped: {i.path} @ byte {i.offset}: {i.kind}: {i.message}" for i in self.issues]

@@ -121,10 +121,12 @@ class TrainerLogReport(IngestReport):
     """wandb_offline's report, worded for this source."""
 
     def lines(self) -> list[str]:
+        files, runs = self.files_seen, len(self.runs_touched)
         out = [
             (
-                f"trainer logs: {self.files_seen} files, {self.files_read} read, {self.records} lines/entries, "
-                f"{self.values} values, {len(self.runs_touched)} runs updated in {self.seconds:.2f}s"
+                f"trainer logs: {files} file{'s' * (files != 1)}, {self.files_read} read, "
+                f"{self.records} lines/entries, {self.values} values, {runs} run{'s' * (runs != 1)} updated in "
+                f"{self.seconds:.2f}s"
             )
         ]
         out += [f"  note: {n}" for n in self.notes]
