@@ -39,6 +39,7 @@ HISTORY_SCHEMA = pa.schema(
         ("value_type", _LABEL),  # number | bool | string | null | list | dict | <W&B media _type>
         ("ingest_id", pa.int64()),
         ("file_offset", pa.int64()),  # where the value came from, and the tie-break inside one ingest
+        # (a resumed W&B run's later segments add wandb_offline.SEGMENT_STRIDE per segment)
     ]
 )
 

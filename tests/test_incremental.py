@@ -10,7 +10,7 @@ import time
 import duckdb
 
 from pipeline.sources import wandb_offline
-from tests.conftest import LENGTH_COLLAPSE
+from tests.conftest import LENGTH_COLLAPSE, grpolens
 from tests.wandb_writer import run_file, write_run
 
 REAL_FILE = next(LENGTH_COLLAPSE.glob("run-*/run-*.wandb"))
@@ -116,3 +116,29 @@ def test_latest_run_symlink_is_not_ingested_twice(tmp_path):
     assert (root / "wandb" / "latest-run").is_symlink()
     found = wandb_offline.discover([root])
     assert found == [run_file(folder).resolve()]
+
+
+def test_resumed_run_that_logs_earlier_steps_again_replaces_them(tmp_path):
+    """A resume that passes step= going back (restarted from an earlier checkpoint) carries the trainer's own steps:
+    they are not shifted past the earlier segment but replace its values at those steps, also when both segments
+    are read in one ingest, and duplicate_steps says so."""
+    root = tmp_path / "runs"
+    write_run(root, [({"reward": float(s)}, {"step": s}) for s in range(40)], run_id="rewind01", name="rewound")
+    time.sleep(1.1)  # run folders are named by start second
+    write_run(root, [({"reward": 100.0 + s}, {"step": s}) for s in range(20, 51)], run_id="rewind01", resume="allow")
+    home = tmp_path / "home"
+    refreshed = grpolens("refresh", env={"GRPOLENS_HOME": str(home), "GRPOLENS_WANDB_DIRS": str(root)}, check=True)
+    assert "restarted _step" not in refreshed.stderr
+    con = duckdb.connect(str(home / "grpolens.duckdb"), read_only=True)
+    try:
+        history = con.execute("select step, value, versions from history where key = 'reward' order by step")
+        assert history.fetchall() == (
+            [(s, float(s), 1) for s in range(20)]
+            + [(s, 100.0 + s, 2) for s in range(20, 40)]
+            + [(s, 100.0 + s, 1) for s in range(40, 51)]
+        )
+        assert con.execute("select last_step from runs").fetchall() == [(50,)]
+        flags = con.execute("select step, step_end from anomalies where check_name = 'duplicate_steps'").fetchall()
+        assert flags == [(20, 39)]
+    finally:
+        con.close()

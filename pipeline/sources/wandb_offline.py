@@ -8,8 +8,10 @@ de-duplicates.
 
 A run resumed in another folder (same run id) is one run. A resumed offline run restarts ``_step`` at 0 unless
 the trainer passed ``step=``; such a segment is shifted to follow the earlier one (recorded in ``step_offsets``)
-rather than overwrite it. A byte-identical copy of a run file (same first block, so the same run record: run id
-and start time) is not a resume: it is read once, from the first path, and the copy is named in a note.
+rather than overwrite it. A segment that starts above 0 holds the trainer's steps: where it goes back over steps
+the earlier segment logged (a restart from a checkpoint), its values replace those (``SEGMENT_STRIDE``).
+A byte-identical copy of a run file (same first block, so the same run record: run id and start time) is not a
+resume: it is read once, from the first path, and the copy is named in a note.
 
 A file whose bytes before the cursor changed (pipeline.sources.files) is read again from the start. A record
 whose content no reader expected (a step beyond 64 bits, nesting no metric has) is one ``ingest_issues`` row.
@@ -38,6 +40,10 @@ SOURCE = "wandb_offline"
 RUN_FILE = re.compile(r"^run-.*\.wandb$")
 _FOLDER_TIME = re.compile(r"(\d{8}_\d{6})")
 QUIET_S = 30 * 60  # a run file untouched this long is finished (see OfflineIngest._quiet)
+# Added to the file offset of a resumed run's n-th segment (n times): staging's tie-break inside one ingest is the
+# offset, so a later segment's rewound steps win over the earlier one's, and two segments' records never share an
+# offset (history.versions counts distinct ones). No run file comes near 1 TiB.
+SEGMENT_STRIDE = 2**40
 
 
 def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None) -> list[Path]:
@@ -201,6 +207,7 @@ class OfflineIngest:
                     heads.setdefault(first_block, str(path))
                 meta = self._meta(run_key, runs, touched) if run_key else None
                 step_offset = int(meta.step_offsets.get(str(path), 0)) if meta else 0
+                segment_base: int | None = None  # SEGMENT_STRIDE times the file's place among the run's segments
                 finished = (meta is not None and meta.exit_code is not None) or self._quiet(mtime_ns)
                 wandb_log.check_header(fh)
                 for offset, data in wandb_log.read_records(fh, start, result, finished):
@@ -247,10 +254,12 @@ class OfflineIngest:
                         if str(path) not in meta.step_offsets:
                             step_offset = self._segment_offset(meta, path, step, report)
                         step += step_offset
+                        if segment_base is None:
+                            segment_base = SEGMENT_STRIDE * meta.source_files.index(str(path))
                         if row is None:
-                            buffer.add_parsed_row(run_key, step, ts_us, offset, n)
+                            buffer.add_parsed_row(run_key, step, ts_us, segment_base + offset, n)
                         else:
-                            buffer.add_row(run_key, step, ts_us, offset, row.keys, row.texts)
+                            buffer.add_row(run_key, step, ts_us, segment_base + offset, row.keys, row.texts)
                         meta.history_rows += 1
                         if meta.last_step is None or step > meta.last_step:
                             meta.last_step = step
@@ -342,10 +351,15 @@ class OfflineIngest:
         return touched[run_key]
 
     def _segment_offset(self, meta: RunMeta, path: Path, first_step: int, report: IngestReport) -> int:
-        """The first history row of a file decides how its steps line up with earlier segments of the same run."""
+        """The first history row of a file decides how its steps line up with earlier segments of the same run.
+
+        An offline resume restarts wandb's ``_step`` at 0 when the trainer passes no ``step=``: that segment is
+        shifted to follow the earlier one. A segment that starts above 0 carries the trainer's own steps, so one
+        that starts at or before the earlier segment's last step is a rewind: its steps replace those values (the
+        newest version wins, and duplicate_steps says so), not shifted past them."""
         earlier = [f for f in meta.source_files if f != str(path) and f in meta.step_offsets]
         shift = 0
-        if earlier and meta.last_step is not None and first_step <= meta.last_step:
+        if earlier and meta.last_step is not None and first_step == 0:
             shift = meta.last_step + 1 - first_step
             report.notes.append(
                 f"run {meta.run_id} resumed in {path.parent.name} restarted _step at {first_step}; "

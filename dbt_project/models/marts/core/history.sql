@@ -1,9 +1,10 @@
 -- Every logged value once per (run_key, step, key): the newest ingest wins, and within one ingest the
--- value written last in the run file. `versions` counts how many records of the producer carried that
--- (run, step, key), which is how a repeated step (two log calls for one trainer step) stays visible after
--- de-duplication. A record is a source's file offset, so the same record read again (an interrupted ingest
--- re-run, a rewritten file) is one version; W&B cloud rows are not counted: the server keeps one row per
--- step, and a run read both from its offline file and from the cloud must not look duplicated.
+-- value written last in the run file (of a resumed W&B run, in its latest segment, whose offsets sort last).
+-- `versions` counts how many records of the producer carried that (run, step, key), which is how a repeated
+-- step (two log calls for one trainer step) stays visible after de-duplication. A record is a source's file
+-- offset, so the same record read again (an interrupted ingest re-run, a rewritten file) is one version; W&B
+-- cloud rows are not counted: the server keeps one row per step, and a run read both from its offline file and
+-- from the cloud must not look duplicated.
 -- Incremental: a build redoes every row of the runs whose lake parts changed (pipeline/build_plan.py) and
 -- keeps the others, which gives what a full rebuild gives at the cost of what changed; a run that only grew by
 -- new (step, key)s is extended with them instead (macros/appended_runs.sql). Stored ordered by
