@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipeline.sources import event_files, trainer_logs, wandb_offline
+from pipeline.sources import event_files, files, trainer_logs, wandb_offline
 from tests import wandb_frames as wf
 from tests.conftest import grpolens
 
@@ -353,7 +353,7 @@ def test_an_incomplete_last_record_is_a_live_write_until_the_file_goes_quiet(tmp
     path.write_bytes(whole + wf.frame([wf.history("5", loss="5.0")])[len(wf.frame([])) :][:-3])  # cut mid-record
     live = wandb_offline.ingest(tmp_path / "live", [tmp_path / "runs"])
     assert not live.issues and any("incomplete record" in n for n in live.notes)
-    old = time.time() - 2 * wandb_offline.QUIET_S
+    old = time.time() - 2 * files.QUIET_S
     os.utime(path, (old, old))
     quiet = wandb_offline.ingest(tmp_path / "quiet", [tmp_path / "runs"])
     assert [i.kind for i in quiet.issues] == ["bad_chunk"]

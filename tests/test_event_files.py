@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import duckdb
 
 from pipeline.demo.events import serve_demo_events, write_demo_events
-from pipeline.sources import axiom, event_files
+from pipeline.sources import axiom, event_files, files
 from pipeline.sources.event_files import content_id, parse_time_ns
 
 # grpo-signals.md §1a: each event's fields, exactly.
@@ -144,6 +145,23 @@ def test_incremental_by_byte_offset_complete_lines_only(tmp_path):
     assert any("shrank" in n for n in report.notes)
     got = rows(lake)
     assert got[-1][7] == got[1][7] and len({r[7] for r in got}) == 2
+
+
+def test_a_quiet_files_last_line_without_newline_is_read_and_an_append_follows_it(tmp_path):
+    path = tmp_path / "events.ndjson"
+    first = line(_time="2026-01-01T00:00:00Z", event="rollout_start", service="w", rollout_id="r1")
+    second = line(_time="2026-01-01T00:00:01Z", event="rollout_start", service="w", rollout_id="r2")
+    third = line(_time="2026-01-01T00:00:02Z", event="rollout_start", service="w", rollout_id="r3")
+    path.write_text(first + second.rstrip("\n"))  # the producer ended without a newline, long ago
+    old = time.time() - 2 * files.QUIET_S
+    os.utime(path, (old, old))
+    report = event_files.ingest(tmp_path / "lake", [path])
+    assert report.events == 2 and not report.notes
+    with open(path, "a") as fh:  # written again later, right after that line
+        fh.write(third)
+    assert event_files.ingest(tmp_path / "lake", [path]).events == 1
+    got = rows(tmp_path / "lake")
+    assert [(r[4], r[8]) for r in got] == [("r1", 0), ("r2", len(first)), ("r3", len(first + second) - 1)]
 
 
 def test_bad_lines_are_counted_reported_and_skipped(tmp_path):

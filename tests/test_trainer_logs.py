@@ -14,13 +14,14 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from pipeline import lake
-from pipeline.sources import trainer_logs
+from pipeline.sources import files, trainer_logs
 from tests.conftest import LENGTH_COLLAPSE, REAL_RUNS
 
 UNSLOTH = REAL_RUNS / "unsloth-llama31-8b-grpo-gsm8k"
@@ -265,6 +266,82 @@ def test_half_written_line_waits_and_arrives_once(tmp_path, name, template):
     assert run["last_step"] == 3 and run["history_rows"] == 3
     expected_name = "exp1" if name in ("metrics.jsonl", "train.log") else "trl"
     assert run["name"] == expected_name and run["project"] == ("runs" if expected_name == "exp1" else "exp1")
+
+
+def _age(path: Path) -> None:
+    """Make the file look untouched for longer than the rule that says nobody writes it any more."""
+    old = path.stat().st_mtime - 2 * files.QUIET_S
+    os.utime(path, (old, old))
+
+
+@pytest.mark.parametrize(
+    "name,template", [("metrics.jsonl", JSONL_LINE), ("train.log", VERL_LINE), ("trl.log", TRL_LINE)]
+)
+def test_a_last_line_without_newline_is_read_once_the_file_is_quiet_and_appends_follow_it(tmp_path, name, template):
+    log = tmp_path / "runs" / "exp1" / name
+    log.parent.mkdir(parents=True)
+    lake_root, roots = tmp_path / "lake", [tmp_path / "runs"]
+    one, two, three, four, five = (template.format(n=n) for n in range(1, 6))
+    log.write_text(one + two.rstrip("\n"))  # the writer never ended its last line
+    trainer_logs.ingest(lake_root, roots)
+    assert {r[1] for r in history(lake_root)} == {1}  # still being written, as far as anyone can tell
+    _age(log)  # the file went quiet after that read, unchanged: its last line is final now
+    assert trainer_logs.pending_files(lake_root, roots) == [log]
+    trainer_logs.ingest(lake_root, roots)
+    assert {r[1] for r in history(lake_root)} == {1, 2}
+    assert not trainer_logs.ingest(lake_root, roots).changed  # read once
+    with open(log, "a") as fh:  # a resumed writer appends a whole line right after it, with no newline between
+        fh.write(three + four.rstrip("\n"))
+    trainer_logs.ingest(lake_root, roots)
+    _age(log)
+    trainer_logs.ingest(lake_root, roots)
+    with open(log, "a") as fh:  # a writer that puts the newline first
+        fh.write("\n" + five)
+    trainer_logs.ingest(lake_root, roots)
+    rows = history(lake_root)
+    keys = [(r[1], r[2]) for r in rows]
+    assert len(keys) == len(set(keys)) and sorted({r[1] for r in rows}) == [1, 2, 3, 4, 5]  # none twice
+    assert sorted({r[9] for r in rows}) == [
+        log.read_text().index(line.strip()) for line in (one, two, three, four, five)
+    ]
+    step2 = {r[2]: r[3] for r in rows if r[1] == 2}
+    assert step2 == (
+        {"loss": 0.2, "reward": 1.2, "kl": 0.002, "epoch": 0.2}
+        if name == "trl.log"
+        else {
+            "actor/entropy": 0.25,
+            "critic/score/mean": 2.25,
+            **({"response_length/max": 12.0} if name == "train.log" else {}),
+        }
+    )
+    run = runs(lake_root)[rows[0][0]]
+    assert run["last_step"] == 5 and run["history_rows"] == 5
+
+
+def test_a_last_line_left_waiting_is_read_when_the_unchanged_file_goes_quiet(tmp_path):
+    """The usual end of a run: read while live, then nobody writes again. Time passes for real (the file is
+    made almost quiet first), the file's size and mtime stay as the cursor saw them, and the line still comes."""
+    log = tmp_path / "m.jsonl"
+    log.write_bytes(b'{"step": 1, "loss": 0.5}\n{"step": 2, "loss": 0.25}')
+    almost = time.time() - files.QUIET_S + 6
+    os.utime(log, (almost, almost))
+    trainer_logs.ingest(tmp_path / "lake", [log])
+    assert {r[1] for r in history(tmp_path / "lake")} == {1}
+    time.sleep(max(0.0, almost + files.QUIET_S + 0.5 - time.time()))
+    assert trainer_logs.pending_files(tmp_path / "lake", [log]) == [log]
+    trainer_logs.ingest(tmp_path / "lake", [log])
+    assert [(r[1], r[2], r[3]) for r in history(tmp_path / "lake")] == [(1, "loss", 0.5), (2, "loss", 0.25)]
+    assert not trainer_logs.ingest(tmp_path / "lake", [log]).changed
+
+
+def test_a_bad_last_line_without_newline_in_a_quiet_file_is_reported(tmp_path):
+    log = tmp_path / "m.jsonl"
+    log.write_bytes(b'{"step": 1, "loss": 0.5}\n{"step": 2, "loss": 0.')
+    _age(log)
+    report = trainer_logs.ingest(tmp_path / "lake", [log])
+    assert [(i.kind, i.offset) for i in report.issues] == [("bad_line", 25)]
+    assert {r[1] for r in history(tmp_path / "lake")} == {1}
+    assert not trainer_logs.ingest(tmp_path / "lake", [log]).changed  # reported once
 
 
 def test_bad_jsonl_lines_are_skipped_and_reported(tmp_path):

@@ -5,7 +5,8 @@ Files: ``GRPOLENS_EVENT_FILES`` names files or folders; folders are searched rec
 (``{"_time": ..., "event": "rollout_complete", "service": ..., "rollout_id": ..., ...}``).
 
 Incremental: a byte offset per file; only complete lines are read (a last line without its newline waits for the
-next ingest), and a refresh with nothing new costs one ``stat`` per file. A file that shrank, or whose bytes before
+next ingest, unless the file has not been written to for 30 minutes, files.quiet: then it is its last line), and a
+refresh with nothing new costs one ``stat`` per file. A file that shrank, or whose bytes before
 the cursor changed (rewritten in place: pipeline.sources.files), is read again from the start (its events get the
 same ids, so nothing doubles after de-duplication). A bad line (not JSON, not an object,
 no readable ``_time``) is counted, reported with its byte offset (the first few per file in full, then one summary)
@@ -200,6 +201,7 @@ class EventFileIngest:
         dataset = cursor.get("dataset") or dataset_for(path, self.datasets)
         bad_here, first_bad = 0, None
         end = cursor["offset"]
+        finished = files.quiet(mtime_ns)
         try:
             with open(path, "rb") as fh:
                 if cursor["offset"] and files.rewritten(fh, cursor):
@@ -209,8 +211,8 @@ class EventFileIngest:
                     )
                     cursor.update(offset=0, events=0, bad_lines=0)
                     end = 0
-                for offset, raw in complete_lines(fh, cursor["offset"], size):
-                    end = offset + len(raw) + 1
+                for offset, raw in complete_lines(fh, cursor["offset"], size, finished):
+                    end = min(offset + len(raw) + 1, size)  # a quiet file's last line may have no newline
                     report.records += 1
                     if not raw.strip():
                         continue
@@ -271,7 +273,12 @@ class EventFileIngest:
                 "read up to the last complete one"
             )
         cursor.update(
-            offset=end, size=size, mtime_ns=mtime_ns, dataset=dataset, bad_lines=cursor["bad_lines"] + bad_here
+            offset=end,
+            size=size,
+            mtime_ns=mtime_ns,
+            tail_waits=end < size and not finished,
+            dataset=dataset,
+            bad_lines=cursor["bad_lines"] + bad_here,
         )
         return cursor
 

@@ -16,12 +16,14 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 BLOCK = 4096  # bytes hashed at the head of a file and before its cursor
+QUIET_S = 30 * 60  # a file untouched this long has no writer any more (see quiet)
 
 
 @dataclass
@@ -141,6 +143,13 @@ def _kind(mode: int) -> str:
     return "special file"
 
 
+def quiet(mtime_ns: int) -> bool:
+    """Not written to for a while: wandb writes system stats every few seconds while a run lives, and a trainer
+    appends to its log at every logging step, so a file this quiet has no writer. What is incomplete at its end is
+    final: a ``.wandb`` file's cut record is damage, a log's last line without its newline is its last line."""
+    return time.time() - mtime_ns / 1e9 > QUIET_S
+
+
 def _digest(fh: BinaryIO, start: int, end: int) -> str:
     fh.seek(start)
     return hashlib.blake2b(fh.read(end - start), digest_size=16).hexdigest()
@@ -166,7 +175,8 @@ def rewritten(fh: BinaryIO, cursor: dict) -> bool:
 
 def changed(paths: Iterable[Path], cursors: dict) -> tuple[list[tuple[Path, int, int, dict | None]], list[FileIssue]]:
     """The files whose size or mtime differs from their cursor's (new, grown, touched or rewritten), by one stat
-    each: ``(path, size, mtime_ns, cursor)``."""
+    each: ``(path, size, mtime_ns, cursor)``. Also a file unchanged since a read that left an unfinished last line
+    (its cursor's ``tail_waits``) once it has gone quiet: that line is final now and is read."""
     todo, unreadable = [], []
     for path in paths:
         try:
@@ -175,6 +185,11 @@ def changed(paths: Iterable[Path], cursors: dict) -> tuple[list[tuple[Path, int,
             unreadable.append(FileIssue(str(path), 0, 0, "unreadable", str(exc)))
             continue
         cursor = cursors.get(str(path))
-        if cursor is None or st.st_size != cursor["size"] or st.st_mtime_ns != cursor.get("mtime_ns", st.st_mtime_ns):
+        if (
+            cursor is None
+            or st.st_size != cursor["size"]
+            or st.st_mtime_ns != cursor.get("mtime_ns", st.st_mtime_ns)
+            or (cursor.get("tail_waits") and quiet(st.st_mtime_ns))
+        ):
             todo.append((path, st.st_size, st.st_mtime_ns, cursor))
     return todo, unreadable

@@ -263,9 +263,12 @@ def shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def complete_lines(fh, start: int, end: int) -> Iterator[tuple[int, bytes]]:
+def complete_lines(fh, start: int, end: int, finished: bool = False) -> Iterator[tuple[int, bytes]]:
     """(offset, line without its newline) for every complete line between ``start`` and ``end``; a last line
-    without its newline is not yielded (the writer is still writing it)."""
+    without its newline is not yielded (the writer is still writing it) unless the file is ``finished``
+    (files.quiet): then it is the file's last line. A caller's cursor after a line is
+    ``min(offset + len(line) + 1, end)``: right after that last line, so that what a later writer appends is read
+    from there, on its own (a line it starts with a newline is a blank line first)."""
     fh.seek(start)
     pos, pending, remaining = start, [], end - start
     while remaining > 0:
@@ -281,3 +284,6 @@ def complete_lines(fh, start: int, end: int) -> Iterator[tuple[int, bytes]]:
         for line in lines:
             yield pos, line
             pos += len(line) + 1
+    tail = b"".join(pending)
+    if finished and tail:
+        yield pos, tail

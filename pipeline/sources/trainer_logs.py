@@ -43,7 +43,10 @@ Formats, and why each is read the way it is:
   belongs to the step of the metric line before it; one before any metric line has no step and is not read.
 
 Append-only files (JSONL, console) keep a byte offset per file, and only complete lines are read: a last line
-without its newline waits for the next ingest. A refresh with nothing new costs one ``stat`` per file. A log that
+without its newline waits for the next ingest, unless the file has not been written to for 30 minutes
+(files.quiet, the rule that ends a ``.wandb`` file; also when it went quiet after the read that left it): then it
+is the file's last line, read (or reported, like any bad line), and the cursor stands right after it, so that a
+later append is read from there on its own. A refresh with nothing new costs one ``stat`` per file. A log that
 shrank or whose bytes before the cursor changed (rewritten in place, pipeline.sources.files) is read again from
 the start, and its run's earlier values are superseded (``history_from_ingest``). A line, entry or file no reader
 anticipated (a step beyond 64 bits, 5,000-deep JSON, a section of an unexpected type) is skipped with an
@@ -418,13 +421,14 @@ class TrainerLogIngest:
             self._restart(cursor, f"{path} shrank from {cursor['size']} to {size} bytes")
         read_line = self._jsonl_line if kind == "jsonl" else self._console_line
         end = cursor["offset"]
+        finished = files.quiet(mtime_ns)
         try:
             with open(path, "rb") as fh:
                 if cursor["offset"] and files.rewritten(fh, cursor):
                     self._restart(cursor, f"{path}: the lines already read have changed (file rewritten)")
                     end = 0
-                for offset, raw in complete_lines(fh, cursor["offset"], size):
-                    end = offset + len(raw) + 1
+                for offset, raw in complete_lines(fh, cursor["offset"], size, finished):
+                    end = min(offset + len(raw) + 1, size)  # a quiet file's last line may have no newline
                     self.report.records += 1
                     try:
                         read_line(path, offset, raw, cursor)
@@ -452,7 +456,7 @@ class TrainerLogIngest:
                 f"{path}: no metric line found (read as a console log: a TRL/HF dict per line, verl's "
                 "`step:N - key:value - …`, or `key: value` pairs with a step); nothing taken from it"
             )
-        cursor.update(offset=end, size=size, mtime_ns=mtime_ns)
+        cursor.update(offset=end, size=size, mtime_ns=mtime_ns, tail_waits=end < size and not finished)
         return cursor
 
     def _restart(self, cursor: dict, why: str) -> None:

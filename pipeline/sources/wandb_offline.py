@@ -39,7 +39,6 @@ pb: Any = _pb  # its message classes are built at import time by protobuf, so my
 SOURCE = "wandb_offline"
 RUN_FILE = re.compile(r"^run-.*\.wandb$")
 _FOLDER_TIME = re.compile(r"(\d{8}_\d{6})")
-QUIET_S = 30 * 60  # a run file untouched this long is finished (see OfflineIngest._quiet)
 # Added to the file offset of a resumed run's n-th segment (n times): staging's tie-break inside one ingest is the
 # offset, so a later segment's rewound steps win over the earlier one's, and two segments' records never share an
 # offset (history.versions counts distinct ones). No run file comes near 1 TiB.
@@ -208,7 +207,7 @@ class OfflineIngest:
                 meta = self._meta(run_key, runs, touched) if run_key else None
                 step_offset = int(meta.step_offsets.get(str(path), 0)) if meta else 0
                 segment_base: int | None = None  # SEGMENT_STRIDE times the file's place among the run's segments
-                finished = (meta is not None and meta.exit_code is not None) or self._quiet(mtime_ns)
+                finished = (meta is not None and meta.exit_code is not None) or files.quiet(mtime_ns)
                 wandb_log.check_header(fh)
                 for offset, data in wandb_log.read_records(fh, start, result, finished):
                     report.records += 1
@@ -338,12 +337,6 @@ class OfflineIngest:
         elif kind == "telemetry" and record.telemetry.cli_version:
             meta.wandb_version = record.telemetry.cli_version
         return meta, run_key
-
-    @staticmethod
-    def _quiet(mtime_ns: int) -> bool:
-        """Not written to for a while: wandb writes system stats every few seconds while a run lives, so a file
-        this quiet has no writer, and an incomplete record at its end is damage, not a record being written."""
-        return time.time() - mtime_ns / 1e9 > QUIET_S
 
     def _meta(self, run_key: str, runs: dict, touched: dict) -> RunMeta:
         if run_key not in touched:
