@@ -1267,3 +1267,32 @@ def test_a_mean_length_that_never_moves_shows_no_cap(tiny):
     assert tiny("response_truncation")["shortanswer"] == []
     (flat,) = tiny("response_truncation", {"ceiling_spread": 0})["shortanswer"]
     assert flat["metric"] == "response_length_mean" and "(5 tokens)" in flat["message"], flat
+
+
+def test_a_boolean_logged_where_a_metric_is_expected_is_no_value_of_it(tmp_path):
+    """`"kl": true` at one step is stored as what it is (value_type bool) but is not a KL of 1: no kl_spike."""
+    log = tmp_path / "logs" / "boolkl" / "metrics.jsonl"
+    log.parent.mkdir(parents=True)
+    log.write_text(
+        "".join(
+            json.dumps(
+                {"step": i, "reward": 0.5 + 0.01 * math.sin(i), "kl": True if i == 30 else 0.01 + 0.001 * (i % 3)}
+            )
+            + "\n"
+            for i in range(60)
+        )
+    )
+    settings = Settings(home=tmp_path / "home", trainer_logs=(log.parent,))
+    ingest(settings)
+    warehouse.build(settings)
+    checks.check_warehouse(settings)
+    con = warehouse.connect_readonly(settings)
+    try:
+        assert con.sql("select value, value_type from history where key = 'kl' and step = 30").fetchall() == [
+            (1.0, "bool")
+        ]
+        kl_steps = {step for (step,) in con.sql("select step from metrics where metric = 'kl'").fetchall()}
+        assert kl_steps == set(range(60)) - {30}
+        assert con.sql("select check_name, message from anomalies where check_name like 'kl%'").fetchall() == []
+    finally:
+        con.close()

@@ -3,13 +3,15 @@
 -- for every step of it (alphabetical source_key breaks ties), so a series never mixes definitions.
 -- The step is the trainer's (trainer_steps): a run that logs a trainer step counter is put on it, and when two
 -- of its logged rows land on one trainer step, the later one's value is the step's.
+-- Only numbers are values of a metric: a boolean logged under a metric's key (`"kl": true`) has value 1 or 0 in
+-- history (value_type 'bool'), which no metric means, so it is left out (a KL of `true` is not a spike to 1).
 -- Incremental: the runs history redid are redone (pipeline/build_plan.py), the others kept.
 {{ config(materialized='incremental', incremental_strategy='replace_runs', on_schema_change='fail') }}
 
 with history as (
     select run_key, step, ts, key, value
     from {{ of_changed_runs(ref('history')) }}
-    where value is not null
+    where value is not null and value_type is distinct from 'bool'
 ),
 
 -- grpolens.yaml's aliases (pipeline/aliases.py) replace the seed's mapping of their keys and win over the seed's
