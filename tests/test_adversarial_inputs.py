@@ -323,6 +323,51 @@ def test_wandb_file_with_changed_earlier_bytes_of_the_same_size_is_read_again(tm
     assert values(tmp_path / "lake")[3] == 3.7 and len(values(tmp_path / "lake")) == 20
 
 
+def test_a_wandb_file_read_again_from_the_start_counts_its_rows_once(tmp_path):
+    """runs.history_rows after a re-read: the file's earlier count is replaced, not added to, also for one segment
+    of a resumed run (the other segment's rows stay counted)."""
+    first = [wf.run_record("twice1"), *[wf.history(str(s), loss=f"{s}.5") for s in range(20)], wf.exit_record()]
+    wf.write(tmp_path / "runs", "twice1", first)
+    resumed = [wf.run_record("twice1"), *[wf.history(str(s), loss=f"{s}.5") for s in range(6)], wf.exit_record()]
+    path = tmp_path / "runs" / "run-20250102_000000-twice1" / "run-twice1.wandb"
+    path.parent.mkdir()
+    path.write_bytes(wf.frame(resumed))
+    lake = tmp_path / "lake"
+    wandb_offline.ingest(lake, [tmp_path / "runs"])
+    assert latest_run(lake)[:2] == (26, 25)  # the resumed segment restarted _step at 0: shifted to 20..25
+    path.write_bytes(frame_same_size(resumed, 3))
+    os.utime(path, ns=(time.time_ns(), time.time_ns() + 10**9))
+    report = wandb_offline.ingest(lake, [tmp_path / "runs"])
+    assert any("rewritten" in n for n in report.notes)
+    assert latest_run(lake)[0] == 26
+    path.write_bytes(wf.frame(resumed[:4]))  # cut back to its first three steps: read again, shrunk
+    report = wandb_offline.ingest(lake, [tmp_path / "runs"])
+    assert any("shrank" in n for n in report.notes)
+    assert latest_run(lake)[0] == 23
+
+
+def test_a_lake_from_before_per_file_counts_still_counts_a_reread_single_file_run_once(tmp_path):
+    records = [wf.run_record("older1"), *[wf.history(str(s), loss=f"{s}.5") for s in range(20)], wf.exit_record()]
+    path = wf.write(tmp_path / "runs", "older1", records)
+    lake = tmp_path / "lake"
+    wandb_offline.ingest(lake, [tmp_path / "runs"])
+    state_file = lake / "_state" / "wandb_offline.json"
+    state = json.loads(state_file.read_text())
+    for run in state["runs"].values():
+        del run["file_history"]  # as an earlier version saved it
+    state_file.write_text(json.dumps(state))
+    path.write_bytes(frame_same_size(records, 3))
+    os.utime(path, ns=(time.time_ns(), time.time_ns() + 10**9))
+    wandb_offline.ingest(lake, [tmp_path / "runs"])
+    assert latest_run(lake)[:2] == (20, 19)
+
+
+def latest_run(lake: Path) -> tuple:
+    """(history_rows, last_step, ingest_id) of the lake's newest runs row."""
+    row = max(read(lake, "runs"), key=lambda r: r["ingest_id"])
+    return row["history_rows"], row["last_step"], row["ingest_id"]
+
+
 def frame_same_size(records: list[bytes], step: int) -> bytes:
     changed = [
         r if r != wf.history(str(step), loss=f"{step}.5") else wf.history(str(step), loss=f"{step}.7") for r in records

@@ -178,6 +178,7 @@ class OfflineIngest:
         run_key = cursor.get("run_key") if cursor else None
         if cursor and size < cursor["size"]:
             report.notes.append(f"{path} shrank from {cursor['size']} to {size} bytes; reading it again from the start")
+            self._forget(run_key, path, runs, touched)
             start, run_key = 0, None
         result = wandb_log.ReadResult()
         summary = SummaryUpdates()
@@ -187,6 +188,7 @@ class OfflineIngest:
                     report.notes.append(
                         f"{path}: the bytes already read have changed (file rewritten); reading it again from the start"
                     )
+                    self._forget(run_key, path, runs, touched)
                     start, run_key = 0, None
                 first_block = files.head_digest(fh, size)
                 original = heads.get(first_block) if first_block else None
@@ -207,6 +209,7 @@ class OfflineIngest:
                 meta = self._meta(run_key, runs, touched) if run_key else None
                 step_offset = int(meta.step_offsets.get(str(path), 0)) if meta else 0
                 segment_base: int | None = None  # SEGMENT_STRIDE times the file's place among the run's segments
+                counted: list = []  # meta.file_history's entry of this file, from its first history row on
                 finished = (meta is not None and meta.exit_code is not None) or files.quiet(mtime_ns)
                 wandb_log.check_header(fh)
                 for offset, data in wandb_log.read_records(fh, start, result, finished):
@@ -255,13 +258,17 @@ class OfflineIngest:
                         step += step_offset
                         if segment_base is None:
                             segment_base = SEGMENT_STRIDE * meta.source_files.index(str(path))
+                            counted = meta.file_history.setdefault(str(path), [0, None])
                         if row is None:
                             buffer.add_parsed_row(run_key, step, ts_us, segment_base + offset, n)
                         else:
                             buffer.add_row(run_key, step, ts_us, segment_base + offset, row.keys, row.texts)
                         meta.history_rows += 1
+                        counted[0] += 1
                         if meta.last_step is None or step > meta.last_step:
                             meta.last_step = step
+                        if counted[1] is None or step > counted[1]:
+                            counted[1] = step
                         if ts_us is not None:
                             meta.touch(ts_us / 1e6)
                     elif kind != "summary":  # summary: folded above, without a second parse
@@ -337,6 +344,18 @@ class OfflineIngest:
         elif kind == "telemetry" and record.telemetry.cli_version:
             meta.wandb_version = record.telemetry.cli_version
         return meta, run_key
+
+    def _forget(self, run_key: str | None, path: Path, runs: dict, touched: dict) -> None:
+        """A file read again from its start: the rows its earlier reads added to its run's ``history_rows`` (and
+        their last step) go, as the trainer-log source's restart resets its run, or the re-read counts them twice."""
+        if run_key is None or (run_key not in runs and run_key not in touched):
+            return
+        meta = self._meta(run_key, runs, touched)
+        counted = meta.file_history.pop(str(path), None)
+        if counted is None and meta.source_files != [str(path)]:
+            return  # counted before per-file counts were kept, beside other files: this file's share is unknown
+        meta.history_rows = meta.history_rows - counted[0] if counted else 0
+        meta.last_step = max((last for _, last in meta.file_history.values() if last is not None), default=None)
 
     def _meta(self, run_key: str, runs: dict, touched: dict) -> RunMeta:
         if run_key not in touched:

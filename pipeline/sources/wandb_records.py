@@ -159,6 +159,8 @@ class RunMeta:
     wandb_version: str = ""
     source_files: list[str] = field(default_factory=list)
     step_offsets: dict = field(default_factory=dict)  # file -> shift applied to a resumed segment's _step
+    # file -> [history rows, last step] it added, so that a file read again from its start replaces its own count
+    file_history: dict = field(default_factory=dict)
 
     @classmethod
     def from_state(cls, data: dict) -> RunMeta:
