@@ -325,8 +325,8 @@ def test_wandb_file_with_changed_earlier_bytes_of_the_same_size_is_read_again(tm
 
 def test_a_wandb_file_read_again_from_the_start_counts_its_rows_once(tmp_path):
     """runs.history_rows after a re-read: the file's earlier count is replaced, not added to, also for one segment
-    of a resumed run (the other segment's rows stay counted)."""
-    first = [wf.run_record("twice1"), *[wf.history(str(s), loss=f"{s}.5") for s in range(20)], wf.exit_record()]
+    of a resumed run (the other segment's rows stay counted); and that segment keeps its shift."""
+    first = [wf.run_record("twice1"), *[wf.history(str(s), loss=f"{s}.25") for s in range(20)], wf.exit_record()]
     wf.write(tmp_path / "runs", "twice1", first)
     resumed = [wf.run_record("twice1"), *[wf.history(str(s), loss=f"{s}.5") for s in range(6)], wf.exit_record()]
     path = tmp_path / "runs" / "run-20250102_000000-twice1" / "run-twice1.wandb"
@@ -339,11 +339,13 @@ def test_a_wandb_file_read_again_from_the_start_counts_its_rows_once(tmp_path):
     os.utime(path, ns=(time.time_ns(), time.time_ns() + 10**9))
     report = wandb_offline.ingest(lake, [tmp_path / "runs"])
     assert any("rewritten" in n for n in report.notes)
-    assert latest_run(lake)[0] == 26
+    assert latest_run(lake)[:2] == (26, 25)
+    resumed_values = {20 + s: s + (0.7 if s == 3 else 0.5) for s in range(6)}
+    assert values(lake) == {**{s: s + 0.25 for s in range(20)}, **resumed_values}
     path.write_bytes(wf.frame(resumed[:4]))  # cut back to its first three steps: read again, shrunk
     report = wandb_offline.ingest(lake, [tmp_path / "runs"])
     assert any("shrank" in n for n in report.notes)
-    assert latest_run(lake)[0] == 23
+    assert latest_run(lake)[:2] == (23, 22)
 
 
 def test_a_lake_from_before_per_file_counts_still_counts_a_reread_single_file_run_once(tmp_path):

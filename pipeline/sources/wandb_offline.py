@@ -207,7 +207,7 @@ class OfflineIngest:
                 if first_block:
                     heads.setdefault(first_block, str(path))
                 meta = self._meta(run_key, runs, touched) if run_key else None
-                step_offset = int(meta.step_offsets.get(str(path), 0)) if meta else 0
+                step_offset = 0  # the shift of a resumed segment's _step (step_offsets), set at its first row
                 segment_base: int | None = None  # SEGMENT_STRIDE times the file's place among the run's segments
                 counted: list = []  # meta.file_history's entry of this file, from its first history row on
                 finished = (meta is not None and meta.exit_code is not None) or files.quiet(mtime_ns)
@@ -253,12 +253,14 @@ class OfflineIngest:
                                 FileIssue(str(path), offset, len(data), "no_step", "history row without _step")
                             )
                             continue
-                        if str(path) not in meta.step_offsets:
-                            step_offset = self._segment_offset(meta, path, step, report)
-                        step += step_offset
-                        if segment_base is None:
+                        if segment_base is None:  # this read's first history row
+                            # a file read again from its start keeps the shift its first read decided
+                            if str(path) not in meta.step_offsets:
+                                self._segment_offset(meta, path, step, report)
+                            step_offset = int(meta.step_offsets[str(path)])
                             segment_base = SEGMENT_STRIDE * meta.source_files.index(str(path))
                             counted = meta.file_history.setdefault(str(path), [0, None])
+                        step += step_offset
                         if row is None:
                             buffer.add_parsed_row(run_key, step, ts_us, segment_base + offset, n)
                         else:
