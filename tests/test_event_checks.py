@@ -3,6 +3,8 @@ generator injects is flagged, named by dataset and hours, and no healthy hour is
 
 from __future__ import annotations
 
+import json
+import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -72,3 +74,41 @@ def test_no_healthy_hour_is_flagged(flagged):
 def test_the_cli_names_dataset_hours_not_runs(tmp_path):
     row = {"started_at": datetime(2025, 3, 1, 10, tzinfo=UTC), "ended_at": datetime(2025, 3, 1, 12, tzinfo=UTC)}
     assert checks.hours(row) == "2025-03-01 10:00-12:00 UTC"
+
+
+def test_a_nan_duration_is_left_out_of_the_rollout_timing_and_counted(tmp_path):
+    """One rollout_complete whose total_duration_ms is NaN (json.dumps writes it so) must not make every quantile
+    NaN: the figures are over the finite durations, and the NaN one is counted apart."""
+    start = datetime(2025, 3, 1, 8, 0, tzinfo=UTC)
+    durations = [float(1000 * s) for s in range(10, 40)] + [math.nan]
+    events = tmp_path / "events" / "diplomacy.ndjson"
+    events.parent.mkdir()
+    events.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "_time": (start + timedelta(minutes=i)).isoformat(),
+                    "event": "rollout_complete",
+                    "service": "trainer",
+                    "rollout_id": f"r{i}",
+                    "trajectories_count": 7,
+                    "total_duration_ms": ms,
+                }
+            )
+            + "\n"
+            for i, ms in enumerate(durations)
+        )
+    )
+    settings = Settings(home=tmp_path / "home", event_files=(events.parent,))
+    ingest(settings, ("event_files",))
+    warehouse.build(settings)
+    con = warehouse.connect_readonly(settings)
+    try:
+        rows = con.sql(
+            "select grain, rollouts_completed, rollouts_timed, rollouts_nonfinite, duration_p50_s, duration_p95_s, "
+            "duration_max_s, missing_reason from rollout_timing order by grain"
+        ).fetchall()
+    finally:
+        con.close()
+    figures = (31, 30, 1, 24.5, pytest.approx(37.55), 39.0, None)
+    assert rows == [("hour", *figures), ("overall", *figures)]
