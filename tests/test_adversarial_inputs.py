@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import socket
 import time
@@ -211,6 +212,38 @@ def test_hostile_wandb_records_are_skipped_and_the_run_lands(tmp_path):
     assert kept["note"]["value_text"] == "\\udc80x" and kept["nested.a.b"]["value"] == 1.0
     assert kept["deep"]["value_type"] == "invalid_json"  # kept as its text: nested past what a metric has
     assert any("no_step" in line for line in report.lines())
+
+
+def test_a_file_of_random_bytes_named_like_a_log_is_one_issue_not_one_per_line(tmp_path):
+    noise = random.Random(6).randbytes(20_000)
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "events").mkdir()
+    for path in (
+        tmp_path / "logs" / "metrics.jsonl",
+        tmp_path / "logs" / "train.log",
+        tmp_path / "events" / "e.ndjson",
+    ):
+        path.write_bytes(noise)
+    logs = trainer_logs.ingest(tmp_path / "lake", [tmp_path / "logs"])
+    events = event_files.ingest(tmp_path / "lake", [tmp_path / "events"])
+    said = logs.issues + events.issues
+    assert [(Path(i.path).name, i.kind, i.offset) for i in said] == [
+        ("metrics.jsonl", "not_text", 0),
+        ("train.log", "not_text", 0),
+        ("e.ndjson", "not_text", 0),
+    ]
+    assert all(i.message.startswith("not a text file: a NUL byte at byte") for i in said) and not logs.notes
+    assert not read(tmp_path / "lake", "runs") and not read(tmp_path / "lake", "events")
+    assert not trainer_logs.ingest(tmp_path / "lake", [tmp_path / "logs"]).changed  # said once, until it changes
+    assert not event_files.ingest(tmp_path / "lake", [tmp_path / "events"]).changed
+    # A text log with a damaged line near its start (a crash's zeros, bytes that are not UTF-8) is still read.
+    damaged = tmp_path / "damaged" / "metrics.jsonl"
+    damaged.parent.mkdir()
+    damaged.write_bytes(
+        b'{"step": 1, "loss": 1.0}\n' + noise[:300].replace(b"\n", b"") + b'\n{"step": 3, "loss": 3.0}\n'
+    )
+    report = trainer_logs.ingest(tmp_path / "lake2", [damaged])
+    assert [i.kind for i in report.issues] == ["bad_line"] and values(tmp_path / "lake2") == {1: 1.0, 3: 3.0}
 
 
 # ------------------------------------------------------------------------------------------ 2. special files

@@ -211,6 +211,10 @@ class EventFileIngest:
                     )
                     cursor.update(offset=0, events=0, bad_lines=0)
                     end = 0
+                if cursor["offset"] == 0 and (why := files.not_text(fh, json_lines=True)):
+                    report.issues.append(FileIssue(str(path), 0, size, "not_text", f"not a text file: {why}"))
+                    cursor.update(size=size, mtime_ns=mtime_ns, tail_waits=False, dataset=dataset)  # until it changes
+                    return cursor
                 for offset, raw in complete_lines(fh, cursor["offset"], size, finished):
                     end = min(offset + len(raw) + 1, size)  # a quiet file's last line may have no newline
                     report.records += 1

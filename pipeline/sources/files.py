@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from pipeline.values import loads_checked
+
 BLOCK = 4096  # bytes hashed at the head of a file and before its cursor
 QUIET_S = 30 * 60  # a file untouched this long has no writer any more (see quiet)
 
@@ -148,6 +150,35 @@ def quiet(mtime_ns: int) -> bool:
     appends to its log at every logging step, so a file this quiet has no writer. What is incomplete at its end is
     final: a ``.wandb`` file's cut record is damage, a log's last line without its newline is its last line."""
     return time.time() - mtime_ns / 1e9 > QUIET_S
+
+
+def not_text(fh: BinaryIO, json_lines: bool) -> str | None:
+    """Why a file is no text file, or None: a binary file named like a log would otherwise be read as lines and
+    reported one garbled line at a time. Judged on its first block: a NUL byte there (git's and grep's sign of a
+    binary file; random bytes hold one all but surely, text never), and not one line of it that a text file of its
+    kind would hold: JSON (``json_lines``), or for a console log a line of UTF-8 without NUL bytes. A log with one
+    damaged line (a crash's zeros, garbage) has such lines, so it is read and only that line reported; bytes that
+    are not UTF-8 alone are no sign (a JSON log may hold a model's broken characters in one of its lines)."""
+    fh.seek(0)
+    head = fh.read(BLOCK)
+    nul = head.find(b"\0")
+    if nul < 0 or any(_text_line(line, json_lines) for line in head.split(b"\n")):
+        return None
+    kind = "JSON" if json_lines else "text"
+    return f"a NUL byte at byte {nul}, and no line of its first {len(head)} bytes is {kind}"
+
+
+def _text_line(line: bytes, json_lines: bool) -> bool:
+    if b"\0" in line or not line.strip():
+        return False
+    try:
+        if json_lines:
+            loads_checked(line)
+        else:
+            line.decode("utf-8")
+    except ValueError:  # UnicodeDecodeError is one
+        return False
+    return True
 
 
 def _digest(fh: BinaryIO, start: int, end: int) -> str:

@@ -96,12 +96,13 @@ def _holds_log_history(path: Path) -> bool:
 
 
 def _text(path: Path) -> bool:
-    """No NUL byte in the first 8 KiB. A file someone names (a terminal capture saved as run_terminal.md, as a public
-    TRL fork does; a log without a suffix) is read as a console log: a folder scan keeps to the suffixes, since a
-    folder also holds READMEs and configs, but a name given is a log given. A binary file given is not read."""
+    """A text file by the rule every log is read by (files.not_text). A file someone names (a terminal capture saved
+    as run_terminal.md, as a public TRL fork does; a log without a suffix) is read as a console log: a folder scan
+    keeps to the suffixes, since a folder also holds READMEs and configs, but a name given is a log given. A binary
+    file given is not read."""
     try:
         with open(path, "rb") as fh:
-            return b"\0" not in fh.read(8192)
+            return files.not_text(fh, json_lines=False) is None
     except OSError:
         return False
 

@@ -427,6 +427,10 @@ class TrainerLogIngest:
                 if cursor["offset"] and files.rewritten(fh, cursor):
                     self._restart(cursor, f"{path}: the lines already read have changed (file rewritten)")
                     end = 0
+                if cursor["offset"] == 0 and (why := files.not_text(fh, json_lines=kind == "jsonl")):
+                    self.report.issues.append(FileIssue(str(path), 0, size, "not_text", f"not a text file: {why}"))
+                    cursor.update(size=size, mtime_ns=mtime_ns, tail_waits=False)  # read again when it changes
+                    return cursor
                 for offset, raw in complete_lines(fh, cursor["offset"], size, finished):
                     end = min(offset + len(raw) + 1, size)  # a quiet file's last line may have no newline
                     self.report.records += 1
