@@ -164,6 +164,15 @@ def test_deep_trainer_state_file_is_skipped_whole_and_the_rest_lands(tmp_path):
     assert [i.kind for i in report.issues] == ["bad_file"] and "nested too deeply" in report.issues[0].message
 
 
+@pytest.mark.parametrize("doc", ["[1, 2, 3]", "[]", "null", '"text"', '{"log_history": {"step": 1}}'])
+def test_a_trainer_state_of_the_wrong_shape_is_skipped_and_makes_no_run(tmp_path, doc):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "trainer_state.json").write_text(doc)
+    report = trainer_logs.ingest(tmp_path / "lake", [tmp_path])
+    assert [(i.kind, i.message) for i in report.issues] == [("bad_file", "no log_history list")]
+    assert not read(tmp_path / "lake", "runs") and not read(tmp_path / "lake", "history")
+
+
 def test_hostile_console_lines_are_skipped(tmp_path):
     verl = tmp_path / "verl" / "output.log"
     verl.parent.mkdir()

@@ -338,8 +338,8 @@ class TrainerLogIngest:
             return None
         if may_hold_surrogates(raw):
             doc = without_surrogates(doc)
-        if isinstance(doc, list):  # the log_history list saved on its own
-            doc = {"log_history": doc}
+        if isinstance(doc, list) and any(isinstance(entry, dict) for entry in doc):  # the log_history saved alone
+            doc = {"log_history": doc}  # (a list of no entries, [1, 2, 3] or [], is no run: the wrong shape below)
         if not isinstance(doc, dict) or not isinstance(doc.get("log_history"), list):
             self.report.issues.append(FileIssue(str(path), 0, size, "bad_file", "no log_history list"))
             return None
