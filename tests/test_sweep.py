@@ -8,10 +8,11 @@ import json
 import math
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from pipeline import warehouse
-from pipeline.report import sweep_stats
+from pipeline.report import sweep, sweep_report, sweep_stats
 from pipeline.settings import Settings
 from tests.conftest import grpolens
 from tests.sweep_runs import sweep_specs, write_all
@@ -164,6 +165,78 @@ def test_statistics_on_known_inputs():
             }
         )
     ) == {"lr"}
+
+
+def _effects(values: list, scores: list[float]) -> dict:
+    """sweep.effects on runs r0, r1, … configured with ``param`` = each value and scoring each score."""
+    keys = [f"r{i}" for i in range(len(values))]
+    configs = [{"param": v} for v in values]
+    runs = pl.DataFrame({"run_key": keys, "config": configs}, schema_overrides={"config": pl.Object})
+    ranked = sweep.rank(pl.DataFrame({"run_key": keys, "score": scores}), higher_is_better=True)
+    (effect,) = sweep.effects(sweep.Selection("test", runs), ranked, higher_is_better=True)
+    return effect
+
+
+def test_an_effect_that_rests_on_one_run_is_not_significant():
+    """Four runs, three at one value and one at the other (the demo's verl compare): the bootstrap resamples that
+    leave the lone run out have no rho, and keeping only those that hold it made rho's interval [-1, rho] and the
+    effect "significant". Too few runs for an interval; and a categorical level of one run has no interval to clear."""
+    x, y = [1024, 1024, 1024, 2048], [0.80, 0.65, 0.28, 0.0016]
+    assert sweep_stats.spearman(x, y) == pytest.approx(-0.7746, abs=1e-4)
+    assert sweep_stats.spearman_interval(x, y) is None
+    lone = _effects(x, y)
+    assert lone["ci"] is None and not lone["significant"]
+    assert not any("param" in line for line in _advice(lone))  # neither "extend" nor "no effect found" from one run
+    five = [1, 1, 1, 1, 2], [0.80, 0.65, 0.70, 0.75, 0.0]  # five runs, still one of them at 2: no interval
+    assert sweep_stats.spearman_interval(*five) is None
+    optimiser = _effects(["adam", "adam", "adam", "sgd"], [0.80, 0.81, 0.82, 0.1])
+    assert optimiser["kind"] == "categorical" and not optimiser["significant"]
+    # enough runs at each value: an interval that holds its estimate, and a real effect
+    x, y = [1, 1, 1, 1, 2, 2, 2, 2], [0.1, 0.2, 0.15, 0.12, 0.8, 0.7, 0.75, 0.9]
+    rho, ci = sweep_stats.spearman(x, y), sweep_stats.spearman_interval(x, y)
+    assert ci is not None and ci[0] <= rho <= ci[1] and ci[0] > 0
+    assert _effects(x, y)["significant"]
+    assert _effects(["a"] * 4 + ["b"] * 4, y)["significant"]
+
+
+def _edge_advice(values: list, means: list[float]) -> list[str]:
+    """The recommendations for one numeric parameter whose best level is at an edge of the values tried."""
+    effect = {
+        "param": "p",
+        "kind": "numeric",
+        "spearman": -1.0 if means[0] > means[-1] else 1.0,
+        "significant": False,
+        "confounded_with": [],
+        "levels": [{"value": v, "n": 1, "mean": m, "ci": None} for v, m in zip(values, means, strict=True)],
+        "best_value": values[means.index(max(means))],
+        "peak": None,
+        "spread": max(means) - min(means),
+    }
+    return _advice(effect)
+
+
+def _advice(effect: dict) -> list[str]:
+    """sweep_report.recommendations for a sweep of one varying parameter."""
+    doc = {"runs": [{"run": "a", "config": {effect["param"]: effect["best_value"]}, "tied_with_best": True}]}
+    doc["good_bad_ugly"] = {"bad": [], "ugly": []}
+    return sweep_report.recommendations(doc, [effect])[0]
+
+
+def test_the_next_value_past_an_edge_stays_in_the_parameters_domain():
+    """A length tried at 1024, 2048 and 3072 and best at 1024: one more linear step down is 0 tokens. A parameter
+    tried only at positive values is at most halved toward zero; a count already at 1 has nothing below it."""
+    (line, *_) = _edge_advice([1024, 2048, 3072], [0.8, 0.5, 0.2])
+    assert line.startswith("Extend p past 1024, the lowest value tried and the best: try 512;"), line
+    (line, *_) = _edge_advice([0.2, 0.5, 0.8], [0.8, 0.5, 0.2])
+    assert "try 0.1;" in line  # a linear step (-0.1) would cross zero
+    (line, *_) = _edge_advice([4, 5, 6], [0.8, 0.5, 0.2])
+    assert "try 3;" in line  # the linear step when it stays well above zero
+    (line, *_) = _edge_advice([1, 2, 3], [0.8, 0.5, 0.2])
+    assert line.startswith("Keep p at 1, the lowest value tried and the best: no smaller positive whole value"), line
+    (line, *_) = _edge_advice([1024, 2048, 3072], [0.2, 0.5, 0.8])
+    assert "try 4096;" in line  # upward: one more step, a whole number
+    (line, *_) = _edge_advice([1e-6, 1e-5, 1e-4], [0.8, 0.5, 0.2])
+    assert "try 1e-07;" in line  # log-spaced: one more ratio
 
 
 def test_dagster_sweep_reports_asset_shows_each_groups_ranking(sweeps):

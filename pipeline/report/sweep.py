@@ -234,11 +234,13 @@ def effects(selection: Selection, ranked: pl.DataFrame, higher_is_better: bool) 
 
 
 def _separated(levels: list[dict], higher_is_better: bool) -> bool:
-    best = max(levels, key=lambda level: level["mean"] if higher_is_better else -level["mean"])
-    if not best["ci"]:
+    """The best level's interval clears every other level's. A level of one run has no interval: its score is one
+    seed's, so a difference from it is not an effect."""
+    if any(not level["ci"] for level in levels):
         return False
+    best = max(levels, key=lambda level: level["mean"] if higher_is_better else -level["mean"])
     for other in levels:
-        if other is best or not other["ci"]:
+        if other is best:
             continue
         if (best["ci"][0] <= other["ci"][1]) if higher_is_better else (best["ci"][1] >= other["ci"][0]):
             return False

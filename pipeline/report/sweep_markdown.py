@@ -58,7 +58,8 @@ def render(doc: dict) -> str:
             "",
         ]
         for e in doc["effects"]:
-            rho = f"ρ = {e['spearman']:+.2f} {_interval(e['ci'])}" if e["spearman"] is not None else e["kind"]
+            interval = _interval(e["ci"]) if e["ci"] else "(too few runs for an interval)"
+            rho = f"ρ = {e['spearman']:+.2f} {interval}" if e["spearman"] is not None else e["kind"]
             verdict = "significant" if e["significant"] else "not significant"
             extra = f"; peak at {fmt(e['peak'])} (inverted U)" if e["peak"] is not None else ""
             extra += f"; moves with {', '.join(e['confounded_with'])} (confounded)" if e["confounded_with"] else ""

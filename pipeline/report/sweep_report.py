@@ -221,12 +221,23 @@ def _between(a: float, b: float) -> float:
     return math.sqrt(a * b) if a > 0 and b > 0 and max(a, b) / min(a, b) >= 3 else (a + b) / 2
 
 
-def _beyond(levels: list[dict], value: float, upward: bool) -> float:
+def _beyond(levels: list[dict], value: float, upward: bool) -> float | int | None:
+    """The next value to try past the edge ``value``: one more ratio of a log-spaced parameter, else one more step
+    of the spacing next to the edge. A parameter tried only at positive values (a length, a size, a count, a
+    learning rate) stays positive: a step toward zero at most halves it. An integer parameter gets an integer;
+    None when no such value lies beyond the edge (a count already at 1)."""
     values = sorted(lv["value"] for lv in levels)
-    step = values[-1] / values[-2] if upward else values[0] / values[1]
-    if all(v > 0 for v in values) and values[-1] / values[0] >= 9:  # a log-spaced parameter: one more ratio
-        return value * step
-    return value + (values[-1] - values[-2] if upward else values[0] - values[1])
+    positive = all(v > 0 for v in values)
+    if positive and values[-1] / values[0] >= 9:  # a log-spaced parameter: one more ratio
+        nxt = value * (values[-1] / values[-2] if upward else values[0] / values[1])
+    else:
+        nxt = value + (values[-1] - values[-2] if upward else values[0] - values[1])
+        if positive and not upward:
+            nxt = max(nxt, value / 2)
+    if all(float(v).is_integer() for v in values):
+        whole = round(nxt)
+        return None if whole == value or (positive and whole <= 0) else whole
+    return nxt
 
 
 def _monotone(levels: list[dict]) -> bool:
@@ -251,8 +262,9 @@ def recommendations(doc: dict, effects: list[dict]) -> tuple[list[str], dict]:
         if e["kind"] != "numeric" or len(levels) < 2 or any(lv["value"] is None for lv in levels):
             continue
         widths = [lv["ci"][1] - lv["ci"][0] for lv in levels if lv["ci"]]
-        # No effect: every level sits well inside the others' intervals (only knowable with repeated levels).
-        no_effect = not e["significant"] and bool(widths) and e["spread"] < float(np.mean(widths)) / 2
+        # No effect: every level sits well inside the others' intervals (only knowable when every level is repeated:
+        # a level of one run has no interval to sit in).
+        no_effect = not e["significant"] and len(widths) == len(levels) and e["spread"] < float(np.mean(widths)) / 2
         trend = e["significant"] or (_monotone(levels) and abs(e["spearman"] or 0) >= 0.8 and not no_effect)
         if e["peak"] is not None and not no_effect:
             low, high = _neighbours(levels, e["peak"])
@@ -266,9 +278,12 @@ def recommendations(doc: dict, effects: list[dict]) -> tuple[list[str], dict]:
             if top in (levels[0]["value"], levels[-1]["value"]):
                 upward = top == levels[-1]["value"]
                 sure = "" if e["significant"] else "; the trend is monotone over the levels but not yet significant"
+                edge = f"{_fmt(top)}, the {'highest' if upward else 'lowest'} value tried and the best"
+                nxt = _beyond(levels, top, upward)
                 out.append(
-                    f"Extend {e['param']} past {_fmt(top)}, the {'highest' if upward else 'lowest'} value "
-                    f"tried and the best: try {_fmt(_beyond(levels, top, upward))}{sure}"
+                    f"Extend {e['param']} past {edge}: try {_fmt(nxt)}{sure}"
+                    if nxt is not None
+                    else f"Keep {e['param']} at {edge}: no smaller positive whole value is left to try{sure}"
                 )
             if e["significant"]:
                 suggested[e["param"]] = top

@@ -14,6 +14,8 @@ from pipeline.report.stats import t_critical
 
 MAX_LEVELS = 6  # a numeric parameter with more distinct values is binned into terciles
 BOOTSTRAP_DRAWS = 2000
+TAIL = 0.025  # each tail of a 95% interval
+MIN_INTERVAL_RUNS = 5  # below this a rank correlation cannot be significant at 5% (4 runs: p >= 1/12)
 COLLINEAR = 0.95  # |rank correlation| at or above which two parameters are one experiment, not two
 # Config keys that identify a run rather than configure its training: never hyper-parameters.
 NOT_HYPERPARAMETERS = re.compile(
@@ -47,9 +49,15 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float | None:
 
 
 def spearman_interval(x: np.ndarray, y: np.ndarray, seed: int = 0) -> list[float] | None:
-    """95% percentile interval of Spearman's rho over bootstrap resamples of the runs."""
+    """95% percentile interval of Spearman's rho over bootstrap resamples of the runs, or None when the runs are too
+    few for one. With four runs even a perfect rank order arises by chance once in twelve, so no interval there. A
+    resample in which the parameter took a single value has no rho; dropping those would keep only the resamples
+    that contain a level's lone run and make its one score look certain, so when more of them lack a rho than one
+    tail of the interval holds, there is no interval. An interval that misses its own estimate (a lumpy bootstrap
+    distribution) is no interval either."""
     x, y = np.asarray(x, float), np.asarray(y, float)
-    if len(x) < 3:
+    estimate = spearman(x, y)
+    if len(x) < MIN_INTERVAL_RUNS or estimate is None:
         return None
     rng = np.random.default_rng(seed)
     draws = []
@@ -57,9 +65,10 @@ def spearman_interval(x: np.ndarray, y: np.ndarray, seed: int = 0) -> list[float
         rho = spearman(x[idx], y[idx])
         if rho is not None:
             draws.append(rho)
-    if len(draws) < BOOTSTRAP_DRAWS // 2:
+    if len(draws) < BOOTSTRAP_DRAWS * (1 - TAIL):
         return None
-    return [float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))]
+    low, high = float(np.percentile(draws, 100 * TAIL)), float(np.percentile(draws, 100 * (1 - TAIL)))
+    return [low, high] if low <= estimate <= high else None
 
 
 def mean_interval(scores: np.ndarray) -> tuple[float, list[float] | None]:
