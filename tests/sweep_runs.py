@@ -301,6 +301,24 @@ def sweep_specs(seed: int = 0) -> dict[str, Sweep]:
             metrics={f"{g}-0": "reward_mean", f"{g}-1": "custom/score"},
         ),
     )
+
+    # 7. two-tasks: both log a reward and a task score, but one's task score is GSM8K accuracy (eval/accuracy) and
+    # the other's a Diplomacy supply-centre count (game/avg_sc_count): two measures under one canonical name.
+    g = "two-tasks"
+    runs = (
+        replace(_run(g, 0, 60, 0.5, learning_rate=1e-5), keys=("train/reward", "eval/accuracy")),
+        replace(_run(g, 1, 60, 0.6, learning_rate=3e-5), keys=("train/reward", "game/avg_sc_count")),
+    )
+    sweeps[g] = Sweep(
+        g,
+        runs,
+        _truth(
+            runs,
+            best=f"{g}-1",
+            varying=["learning_rate"],
+            task_keys={f"{g}-0": "eval/accuracy", f"{g}-1": "game/avg_sc_count"},
+        ),
+    )
     return sweeps
 
 

@@ -116,6 +116,30 @@ def test_sweeps_that_cannot_be_compared_say_so_in_one_line(sweeps, args, said):
     assert "Traceback" not in proc.stderr
 
 
+def test_task_scores_of_different_tasks_are_not_ranked_against_each_other(sweeps):
+    """One run's task score is GSM8K accuracy, the other's a Diplomacy supply-centre count: both are `task_score`,
+    from different logged keys. No winner on it; the reward, named, still ranks them; asked for by name, the task
+    score ranks them under a note that says which key each came from."""
+    settings, specs = sweeps
+    truth = specs["two-tasks"].truth
+    proc = grpolens("sweep", "--group", "two-tasks", env={"GRPOLENS_HOME": str(settings.home)})
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "task scores are different measures" in proc.stderr
+    assert all(f"{key}: {run}" in proc.stderr for run, key in truth["task_keys"].items())
+    on_reward = run_sweep(settings, "compare", *truth["task_keys"], "--metric", "reward_mean")
+    assert on_reward["metric"] == "reward_mean" and not on_reward.get("note")
+    assert on_reward["runs"][0]["run"] == truth["best"]
+    on_task = run_sweep(settings, "compare", *truth["task_keys"], "--metric", "task_score")
+    assert "task_score is logged as different keys" in on_task["note"]
+    text = Path(on_task["files"]["markdown"]).read_text()
+    assert text.index("Note: task_score is logged as different keys") < text.index("**Winner:")
+    same_task = run_sweep(settings, "sweep", "--group", "lr-sweep")
+    assert same_task["metric"] == "task_score" and not same_task.get("note")
+    # one accuracy over 16 or 30 samples per problem is one measure; a count of supply centres is another
+    assert not sweep.different_measures({"a": "val-core/aime_2024/acc/mean@16", "b": "val-core/aime_2024/acc/mean@30"})
+    assert sweep.different_measures({"a": "val-core/aime_2024/acc/mean@16", "b": "val-core/math/acc/mean@16"})
+
+
 def test_compare_ranks_repeats_and_overlays_curves(sweeps):
     settings, _ = sweeps
     doc = run_sweep(settings, "compare", "flat-0", "flat-1", "flat-2")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -108,11 +109,43 @@ def choose_metric(con, run_keys: list[str], metric: str | None) -> str:
         return metric
     for candidate in ("elo_gap", "task_score", "reward_mean"):
         if shared.get(candidate, 0) >= 2:
+            keys = task_keys(con, run_keys) if candidate == "task_score" else {}
+            if different_measures(keys):
+                raise SweepError(
+                    f"these runs' task scores are different measures ({logged_as(keys)}), so no score ranks "
+                    "them against each other: compare runs of one task, or give a metric with --metric"
+                )
             return candidate
     raise SweepError(
         "these runs share no metric to compare them on (no reward, task score or Elo gap logged by "
         "two of them); give one with --metric"
     )
+
+
+def task_keys(con, run_keys: list[str]) -> dict[str, str]:
+    """run name -> the logged key its task_score comes from. The key names the task (`eval/accuracy` of a GSM8K run,
+    `game/avg_sc_count` of a Diplomacy league), so task scores from two keys are two measures, not one."""
+    return dict(
+        con.execute(
+            "select r.name, any_value(m.source_key) from metrics as m join runs as r using (run_key) "
+            "where m.metric = 'task_score' and m.run_key in (select unnest($k)) group by all order by 1",
+            {"k": run_keys},
+        ).fetchall()
+    )
+
+
+def different_measures(keys: dict[str, str]) -> bool:
+    """Whether task scores logged as these keys measure different things: their keys differ in more than numbers
+    (verl's `val-core/aime_2024/acc/mean@16` and `…/mean@30` are one accuracy averaged over more samples)."""
+    return len({re.sub(r"\d+", "#", key) for key in keys.values()}) > 1
+
+
+def logged_as(keys: dict[str, str]) -> str:
+    """`eval/accuracy: run-a, run-b; game/avg_sc_count: league-main`."""
+    runs_of: dict[str, list[str]] = {}
+    for run, key in keys.items():
+        runs_of.setdefault(key, []).append(run)
+    return "; ".join(f"{key}: {', '.join(runs)}" for key, runs in sorted(runs_of.items()))
 
 
 def scores(con, run_keys: list[str], metric: str) -> pl.DataFrame:

@@ -23,12 +23,14 @@ def render(doc: dict) -> str:
         "over the last 10% of its logged points with an autocorrelation-corrected 95% interval, or the last Elo "
         "gap with its standard error).",
         "",
+    ]
+    if doc.get("note"):  # a caveat on the winner: read before it
+        lines += [f"Note: {doc['note']}.", ""]
+    lines += [
         f"**Winner: {best['run']}** — {fmt(best['score'])} {_interval(best['ci'])}"
         + (f"; tied with {', '.join(tied)} (intervals overlap)." if tied else "; no other run's interval reaches it."),
         "",
     ]
-    if doc.get("note"):
-        lines += [f"Note: {doc['note']}.", ""]
     lines += ["**Next experiments:**", ""] + [f"{i}. {r}" for i, r in enumerate(doc["recommendations"], 1)] + [""]
     for plot in doc["files"]["plots"]:
         lines += [f"![{Path(plot).stem}]({Path(plot).name})", ""]

@@ -104,6 +104,13 @@ def analyse(
                 "ranks them anyway)"
             )
         doc["note"] = "nothing varies in these runs' configs but seeds and identifiers: they are repeats"
+    logged = sweep.task_keys(con, ranked_keys) if metric == "task_score" else {}
+    if sweep.different_measures(logged):  # asked for by name: ranked, with the warning
+        warning = (
+            f"task_score is logged as different keys ({sweep.logged_as(logged)}): the ranking holds only if "
+            "they measure the same task"
+        )
+        doc["note"] = f"{doc['note']}; {warning}" if doc.get("note") else warning
     doc["power_law_summary"] = _compare_exponents(doc["power_law"])
     doc["good_bad_ugly"] = good_bad_ugly(doc)
     doc["recommendations"], doc["suggested_config"] = recommendations(doc, found_effects)
