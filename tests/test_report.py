@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from pathlib import Path
 
 import pytest
@@ -241,6 +242,32 @@ def test_a_condition_that_comes_and_goes_is_one_line_in_text_and_every_episode_i
     assert doc["summary"] == "reward_zero_variance from step 24 (and 4 more times), with 1 consequence", doc["summary"]
     markdown = Path(doc["files"]["markdown"]).read_text(encoding="utf-8")
     assert markdown.count("| warn | reward_zero_variance |") == 1 and "(5 episodes)" in markdown
+
+
+def test_the_good_says_where_a_curve_started_and_ended_and_never_calls_a_fall_or_a_stall_a_rise(tmp_path):
+    """`noisyends` rises steadily from 0.2 to 0.8, but its first logged reward is 0.9 and its last 0.1 (one odd
+    batch each): its rise is told by the means of its first and last tenth. `stalled` drifts from 0.95 to 0.99 over
+    300 steps, a slope significant on so dense a log that reward_plateau still calls never improved: not good."""
+    rng = random.Random(7)
+    rise = [0.2 + 0.006 * s + rng.gauss(0, 0.02) for s in range(100)]
+    rise[0], rise[-1] = 0.9, 0.1
+    _jsonl(tmp_path / "logs" / "noisyends" / "metrics.jsonl", [{"step": s, "reward": r} for s, r in enumerate(rise)])
+    stalled = [{"step": s, "reward": 0.95 + 0.04 * s / 300 + rng.gauss(0, 0.01)} for s in range(300)]
+    _jsonl(tmp_path / "logs" / "stalled" / "metrics.jsonl", stalled)
+    env = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_TRAINER_LOGS": str(tmp_path / "logs")}
+    grpolens("refresh", env=env, check=True)
+    settings = Settings(home=tmp_path / "home")
+    noisy = report_json(settings, "noisyends")
+    reward = noisy["sections"]["learning_dynamics"]["reward_mean"]
+    assert (reward["first"], reward["last"]) == (0.9, 0.1)
+    start, end = reward["first_tenth_mean"], reward["last_tenth_mean"]
+    assert start < 0.35 < 0.65 < end and reward["tenth_points"] == 10
+    (said,) = [g for g in noisy["sections"]["good_bad_ugly"]["good"] if g.startswith("reward_mean")]
+    assert said.startswith(f"reward_mean rose from {start:.3g} to {end:.3g} (means of the first and last tenth"), said
+    flat = report_json(settings, "stalled")
+    assert flat["sections"]["learning_dynamics"]["reward_mean"]["trend"]["significant"]
+    assert any(f["check"] == "reward_plateau" and f["severity"] == "warn" for f in flat["findings"])
+    assert not any(g.startswith("reward_mean") for g in flat["sections"]["good_bad_ugly"]["good"])
 
 
 @pytest.mark.slow

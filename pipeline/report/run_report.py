@@ -62,7 +62,7 @@ def build(
         "power_law": sections.power_law(data),
         "evaluation": sections.evaluation(data),
         "standing": sections.standing(data),
-        "good_bad_ugly": sections.good_bad_ugly(data, dynamics, told.findings),
+        "good_bad_ugly": sections.good_bad_ugly(data, dynamics, told.findings, rules),
         "not_judged": sections.not_judged(data, rules),
     }
     root = told.root

@@ -10,7 +10,7 @@ from typing import cast
 
 import polars as pl
 
-from pipeline.checks import fold_recurring, lacking
+from pipeline.checks import Check, fold_recurring, lacking
 from pipeline.report import stats
 from pipeline.report.frames import CORE_METRICS, RunData
 
@@ -341,17 +341,24 @@ def not_judged(data: RunData, rules) -> list[dict]:
     return out
 
 
-def good_bad_ugly(data: RunData, dynamics: dict, findings: list[dict]) -> dict:
-    """The W&B GRPO report's three headings: what went well, what limits the run (warn), what broke (error)."""
+def good_bad_ugly(data: RunData, dynamics: dict, findings: list[dict], rules: list[Check]) -> dict:
+    """The W&B GRPO report's three headings: what went well, what limits the run (warn), what broke (error).
+
+    A reward or task score is good when it rose: its trend is significantly up and the mean of its last tenth is
+    above that of its first (one noisy first or last point can say the opposite of the curve), and no outcome rule
+    (never improved, collapsed) flagged it: a slope can be significant on a dense log and still be no learning."""
     findings = fold_recurring(findings, "check")
+    outcomes = {rule.name for rule in rules if rule.role == "outcome"}
+    failed = {f["metric"] for f in findings if f["check"] in outcomes and f["severity"] in ("warn", "error")}
     good = []
     for name in ("reward_mean", "task_score"):
         summary = dynamics.get(name) or {}
-        trend = summary.get("trend")
-        if trend and trend["significant"] and trend["slope"] > 0:
+        trend, start, end = summary.get("trend"), summary.get("first_tenth_mean"), summary.get("last_tenth_mean")
+        rose = bool(trend and trend["significant"] and trend["slope"] > 0) and start is not None and end > start
+        if trend and rose and name not in failed:
             good.append(
-                f"{name} rose from {summary['first']:.3g} to {summary['last']:.3g} "
-                f"(trend {trend['slope']:+.3g} per 100 steps, 95% interval {trend['ci'][0]:+.3g} to "
+                f"{name} rose from {start:.3g} to {end:.3g} (means of the first and last tenth of the run; "
+                f"trend {trend['slope']:+.3g} per 100 steps, 95% interval {trend['ci'][0]:+.3g} to "
                 f"{trend['ci'][1]:+.3g})"
             )
     kl = dynamics.get("kl") or {}

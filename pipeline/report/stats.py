@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+TENTH_MIN_POINTS = 3  # the first and last tenth of a curve hold at least this many points (as reward_plateau's)
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)  # df 1..10
 
 
@@ -65,7 +66,8 @@ def trend(steps: np.ndarray, values: np.ndarray, per: float = 100.0) -> dict | N
 
 
 def summary(steps: np.ndarray, values: np.ndarray, higher_is_better: bool | None) -> dict:
-    """first, last, best (when the direction is known), min, max, non-finite count, and the trend."""
+    """first, last, best (when the direction is known), min, max, non-finite count, the means of the first and last
+    tenth (at least three points each; none for a curve too short to have two), and the trend."""
     finite = np.isfinite(values)
     out: dict = {"points": int(len(values)), "non_finite": int((~finite).sum())}
     if not finite.any():
@@ -82,6 +84,9 @@ def summary(steps: np.ndarray, values: np.ndarray, higher_is_better: bool | None
     if higher_is_better is not None:
         at = int(v.argmax() if higher_is_better else v.argmin())
         out.update(best=float(v[at]), best_step=int(s[at]))
+    k = max(TENTH_MIN_POINTS, math.ceil(len(v) / 10))
+    if len(v) >= 2 * k:  # a noisy curve's first and last points say little: where it started and ended
+        out.update(first_tenth_mean=float(v[:k].mean()), last_tenth_mean=float(v[-k:].mean()), tenth_points=k)
     out["trend"] = trend(s, v)
     return out
 
