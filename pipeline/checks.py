@@ -17,6 +17,7 @@ parameters, never pasted into the SQL text, and `grpolens.yaml` may override the
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from dataclasses import dataclass, field
@@ -229,12 +230,14 @@ def run_checks(
 
 def fold_recurring(rows: list[dict], check_field: str = "check_name") -> list[dict]:
     """Flags for reading: FOLD_AT or more episodes of one rule on one run at one severity (and, in a report, in one
-    place of its story) as one row, where the first of them was, that tells the longest and how many there were.
+    place of its story) as one row, where the first of them was, that tells the worst and how many there were.
 
     A signal that hovers at a rule's threshold over a long run comes and goes many times (a public 2,400-step TRL
     run: 68 episodes of zero-variance groups, 60 of a vanishing grad norm), and one line each buries the rest.
     Text output folds them; every episode stays a row of the anomalies table and of the JSON outputs. A folded
-    row spans the first episode's onset to the last one's end (open if any is) and carries ``episodes``."""
+    row spans the first episode's onset to the last one's end (open if any is), carries ``episodes``, and tells
+    the worst episode (farthest past the rule's threshold: the longest may be a mild one while a 110x KL spike
+    hides among the others), and the longest too when that is another."""
 
     def key(row: dict) -> tuple:
         return (row.get("run_key"), row[check_field], row["severity"], row.get("consequence_of"))
@@ -264,10 +267,46 @@ def _folded(episodes: list[dict]) -> dict:
         return (known if row["step_end"] is None else row["step_end"]) - row["step"]
 
     longest = max(ordered, key=length)
-    head, sep, advice = (longest["message"] or "").partition("; ")
+    excess = _past_bar(ordered)
+    worst = max(ordered, key=lambda r: (excess[id(r)], length(r))) if excess else longest
+    head, sep, advice = (worst["message"] or "").partition("; ")
     until = f"step {last}" if last is not None else "the end"
-    told = f"{head} (the longest of {len(ordered)} episodes from step {ordered[0]['step']} to {until}){sep}{advice}"
-    return dict(longest, step=ordered[0]["step"], step_end=last, episodes=len(ordered), message=told)
+    span = f"{len(ordered)} episodes from step {ordered[0]['step']} to {until}"
+    if not excess:
+        which = f"the longest of {span}"
+    elif worst is longest or length(worst) == length(longest):
+        which = f"the worst and longest of {span}"
+    else:
+        which = f"the worst of {span}; the longest: {_steps(longest)}"
+    return dict(
+        worst, step=ordered[0]["step"], step_end=last, episodes=len(ordered), message=f"{head} ({which}){sep}{advice}"
+    )
+
+
+def _past_bar(episodes: list[dict]) -> dict[int, float]:
+    """How far past its threshold each episode of one rule went (id(row) -> amount), so a folded line can name the
+    worst: a ratio when values and thresholds are positive (a KL spike 110x its level beats one 8x it), else a
+    difference. A rule flags one side of its threshold (a spike above, a collapse below); when its episodes sit on
+    both sides, or lack a value or threshold, there is no telling which was worst: empty."""
+    numbers = [(r.get("value"), r.get("threshold")) for r in episodes]
+    pairs = [(float(v), float(t)) for v, t in numbers if isinstance(v, (int, float)) and isinstance(t, (int, float))]
+    if len(pairs) < len(episodes) or not all(math.isfinite(v) and math.isfinite(t) for v, t in pairs):
+        return {}
+    above = all(v >= t for v, t in pairs)
+    if not above and not all(v <= t for v, t in pairs):
+        return {}
+    ratio = all(v > 0 and t > 0 for v, t in pairs)
+    return {  # to 9 digits: episodes equal but for float rounding are tied, and the longer of them is told
+        id(r): float(f"{(v / t if above else t / v) if ratio else (v - t if above else t - v):.9g}")
+        for r, (v, t) in zip(episodes, pairs, strict=True)
+    }
+
+
+def _steps(row: dict) -> str:
+    """An episode's steps as a reader says them: `step 38`, `step 38-39`, `step 41 on`."""
+    if row["step_end"] is None:
+        return f"step {row['step']} on"
+    return f"step {row['step']}" if row["step_end"] == row["step"] else f"step {row['step']}-{row['step_end']}"
 
 
 def lacking(check: Check, logged: set[str]) -> list[str]:

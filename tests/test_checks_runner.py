@@ -197,6 +197,53 @@ def test_recurring_episodes_fold_into_one_row_for_reading():
     assert [r.get("episodes") for r in checks.fold_recurring(in_a_report, "check")] == [3, None, None]
 
 
+def test_a_folded_line_names_the_worst_episode_not_only_the_longest():
+    """unsloth-ministral3b-sudoku's three KL spikes (tests/fixtures/real): 29.3 at step 34 (110x its level, one
+    step), 1.62 at 38-39 (8x, the longest) and 2.14 at 123. The folded line said the 1.62 one; it names the 29.3 one,
+    and the longest beside it. A collapse is worst at its lowest; with no value or threshold it tells the longest."""
+
+    def spike(step, end, value, threshold, level, ratio):
+        message = f"KL spiked to {value:.3g} at step {step}, {ratio}x its level of {level}; lower the learning rate"
+        return {
+            "run_key": "r",
+            "check_name": "kl_spike",
+            "severity": "error",
+            "step": step,
+            "step_end": end,
+            "value": value,
+            "threshold": threshold,
+            "message": message,
+        }
+
+    rows = [
+        spike(34, 34, 29.33288, 0.7984, 0.266, 110),
+        spike(38, 39, 1.61613, 0.5980, 0.199, 8),
+        spike(123, 123, 2.141874, 0.6448, 0.215, 10),
+    ]
+    (folded,) = checks.fold_recurring(rows)
+    assert (folded["step"], folded["step_end"], folded["value"]) == (34, 123, 29.33288)
+    assert folded["message"] == (
+        "KL spiked to 29.3 at step 34, 110x its level of 0.266 (the worst of 3 episodes from step 34 to step 123; "
+        "the longest: step 38-39); lower the learning rate"
+    )
+
+    def collapse(step, end, value):
+        return {
+            **rows[0],
+            "check_name": "entropy_collapse",
+            "step": step,
+            "step_end": end,
+            "value": value,
+            "threshold": 0.1,
+            "message": f"entropy fell to {value} from step {step}; raise the temperature",
+        }
+
+    (low,) = checks.fold_recurring([collapse(10, 30, 0.05), collapse(50, 52, 0.001), collapse(80, 85, 0.04)])
+    assert low["message"].startswith("entropy fell to 0.001 from step 50 (the worst of 3 episodes"), low["message"]
+    (same,) = checks.fold_recurring([collapse(10, 30, 0.001), collapse(50, 52, 0.05), collapse(80, 85, 0.04)])
+    assert "(the worst and longest of 3 episodes from step 10 to step 85)" in same["message"]
+
+
 def test_the_readme_table_lists_every_rule_with_its_thresholds():
     """README's check table is the rules' headers: a threshold changed in a rule file must change there too."""
     from pipeline.settings import PROJECT_ROOT
