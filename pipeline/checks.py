@@ -240,7 +240,7 @@ def fold_recurring(rows: list[dict], check_field: str = "check_name") -> list[di
     hides among the others), and the longest too when that is another."""
 
     def key(row: dict) -> tuple:
-        return (row.get("run_key"), row[check_field], row["severity"], row.get("consequence_of"))
+        return (row.get("run_key"), row[check_field], row["severity"], row.get("consequence_of"), row.get("related_to"))
 
     groups: dict[tuple, list[dict]] = {}
     for row in rows:

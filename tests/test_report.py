@@ -35,12 +35,27 @@ def test_length_collapse_is_the_root_cause_with_its_consequences(demo):
     doc = report_json(demo, "verl-length-collapse")
     assert doc["verdict"] == "unhealthy"
     assert doc["root_cause"]["check"] == "response_length_collapse" and doc["root_cause"]["severity"] == "error"
-    consequences = {f["check"] for f in doc["findings"] if f["consequence_of"] == "response_length_collapse"}
-    assert {"grad_norm_spike", "reward_collapse"} <= consequences
+    onset = doc["root_cause"]["step"]
+    story = {
+        f["check"]: f for f in doc["findings"] if "response_length_collapse" in (f["consequence_of"], f["related_to"])
+    }
+    assert {"grad_norm_spike", "reward_collapse"} <= set(story)
+    for f in story.values():  # the length detector fires once the fall crosses its bar, after its first effects
+        assert (f["consequence_of"] is not None) == (f["step"] >= onset), f
     assert set(doc) >= {"run", "run_key", "verdict", "root_cause", "findings", "recommendation", "sections", "files"}
     assert doc["run"] == "verl-length-collapse" and doc["run_key"].startswith("wandb:")
     for finding in doc["findings"]:
-        assert set(finding) >= {"check", "severity", "step", "step_end", "metric", "value", "message", "consequence_of"}
+        assert set(finding) >= {
+            "check",
+            "severity",
+            "step",
+            "step_end",
+            "metric",
+            "value",
+            "message",
+            "consequence_of",
+            "related_to",
+        }
 
 
 def test_healthy_demo_runs_are_healthy_and_problem_runs_are_not(demo):
@@ -156,11 +171,19 @@ def test_a_real_run_given_as_a_path(tmp_path):
     )
     assert doc["run"] == "qwen2_3b_opd" and doc["verdict"] == "unhealthy"
     assert doc["root_cause"]["check"] == "response_length_collapse"
-    consequences = {f["check"] for f in doc["findings"] if f["consequence_of"] == "response_length_collapse"}
-    assert {"grad_norm_spike", "reward_collapse"} <= consequences
+    onset = doc["root_cause"]["step"]
+    consequences = {f["check"]: f for f in doc["findings"] if f["consequence_of"] == "response_length_collapse"}
+    assert "grad_norm_spike" in consequences and all(f["step"] >= onset for f in consequences.values())
+    # the reward's detector fires at step 30, six steps before the length's: related, not a consequence
+    (reward,) = [f for f in doc["findings"] if f["check"] == "reward_collapse"]
+    assert (
+        reward["step"] < onset and reward["related_to"] == "response_length_collapse" and not reward["consequence_of"]
+    )
+    assert doc["summary"].endswith("and 1 related finding"), doc["summary"]
+    text = Path(doc["files"]["markdown"]).read_text()
+    assert "Related (starting within" in text and "so not its consequences):\n- `reward_collapse`" in text
     samples = doc["sections"]["samples"]
     assert samples["available"] and samples["before"] and samples["after"]
-    onset = doc["root_cause"]["step"]
     assert all(s["step"] < onset for s in samples["before"]) and all(s["step"] >= onset for s in samples["after"])
     # Validation lags training here: the completions right after the onset are still long, the latest are not.
     before = sum(s["length_chars"] for s in samples["before"]) / len(samples["before"])
@@ -240,7 +263,10 @@ def test_a_condition_that_comes_and_goes_is_one_line_in_text_and_every_episode_i
     assert [f["step"] for f in doc["findings"] if f["check"] == "reward_zero_variance"] == [24, 64, 104, 144, 184]
     bad = [b for b in doc["sections"]["good_bad_ugly"]["bad"] if b.startswith("reward_zero_variance")]
     assert len(bad) == 1 and "5 episodes" in bad[0]
-    assert doc["summary"] == "reward_zero_variance from step 24 (and 4 more times), with 1 consequence", doc["summary"]
+    # reward_plateau's "never improved" is judged from step 0, before the first tied step: related, not a consequence
+    assert doc["summary"] == "reward_zero_variance from step 24 (and 4 more times), with 1 related finding", doc[
+        "summary"
+    ]
     markdown = Path(doc["files"]["markdown"]).read_text(encoding="utf-8")
     assert markdown.count("| warn | reward_zero_variance |") == 1 and "(5 episodes)" in markdown
 
@@ -376,6 +402,44 @@ def test_the_pipeline_section_counts_one_hour_and_one_failed_rollout_in_the_sing
     assert ": 6 hours, error rate 1%, 0 failed rollouts, worst" in events(6, 0)
 
 
+def test_only_what_starts_at_or_after_the_root_cause_is_its_consequence():
+    """trl-qwen3-4b-mbpp-lengthgrowth (tests/fixtures/real-heldout): a KL spike at step 95 is the root cause, and
+    reward_plateau's "never improved", judged from step 5, was listed as its consequence. A finding that starts
+    before the root cause is related to it at most; one at its onset or after it within the window is a consequence."""
+    rules = {rule.name: rule for rule in checks.load_checks()}
+
+    def finding(check, severity, step, end=None):
+        return {
+            "check": check,
+            "severity": severity,
+            "step": step,
+            "step_end": end,
+            "metric": "m",
+            "value": 1.0,
+            "threshold": 0.5,
+            "message": check,
+        }
+
+    told = story.tell(
+        [
+            finding("kl_spike", "error", 95, 95),
+            finding("reward_plateau", "warn", 5),
+            finding("response_length_growth", "warn", 160),
+            finding("grad_norm_spike", "error", 95, 95),
+        ],
+        rules,
+        list(range(1, 1026)),
+    )
+    by_check = {f["check"]: f for f in told.findings}
+    assert told.root["check"] == "kl_spike"
+    assert (
+        by_check["reward_plateau"]["consequence_of"] is None and by_check["reward_plateau"]["related_to"] == "kl_spike"
+    )
+    assert by_check["response_length_growth"]["consequence_of"] == "kl_spike"
+    assert by_check["grad_norm_spike"]["consequence_of"] == "kl_spike"  # at the very onset
+    assert run_report._summary(told) == "kl_spike from step 95, with 2 consequences and 1 related finding"
+
+
 def test_an_isolated_spike_the_run_recovered_from_is_transient():
     rules = {rule.name: rule for rule in checks.load_checks()}
     spike = {
@@ -402,4 +466,4 @@ def test_an_isolated_spike_the_run_recovered_from_is_transient():
     }
     told = story.tell([spike, collapse], rules, list(range(200)))
     assert told.verdict == "unhealthy" and told.root["check"] == "response_length_collapse"
-    assert not told.findings[1]["transient"] and told.findings[1]["consequence_of"] == "response_length_collapse"
+    assert not told.findings[1]["transient"] and told.findings[1]["related_to"] == "response_length_collapse"

@@ -61,13 +61,18 @@ def render(doc: dict, out_dir: Path) -> str:
     root = doc["root_cause"]
     if root:
         lines += [f"**Root cause:** `{root['check']}` ({root['severity']}) from step {root['step']}: {root['message']}"]
-        consequences = [f for f in doc["findings"] if f["consequence_of"] == root["check"]]
-        if consequences:
-            lines += ["", f"Consequences (starting within {doc['story_window_steps']:.0f} steps of it):"]
-            lines += [
-                f"- `{f['check']}` ({f['severity']}) from step {f['step']}: {f['message']}"
-                for f in fold_recurring(consequences, "check")
-            ]
+        window = f"{doc['story_window_steps']:.0f} steps"
+        for key, heading in (
+            ("consequence_of", f"Consequences (starting at its onset or within {window} after it):"),
+            ("related_to", f"Related (starting within {window} before it, so not its consequences):"),
+        ):
+            told = [f for f in doc["findings"] if f.get(key) == root["check"]]
+            if told:
+                lines += ["", heading]
+                lines += [
+                    f"- `{f['check']}` ({f['severity']}) from step {f['step']}: {f['message']}"
+                    for f in fold_recurring(told, "check")
+                ]
         lines.append("")
     lines += ["**Recommendation:**", ""]
     lines += [f"{i}. {a['text']} — for {', '.join(a['because'])}" for i, a in enumerate(doc["actions"], 1)] or [
@@ -105,8 +110,8 @@ def _findings(doc: dict) -> list[str]:
     ]
     return ["## Findings", ""] + table(
         rows,
-        ["severity", "check", "step", "metric", "value", "consequence_of"],
-        ["severity", "check", "steps", "metric", "value", "consequence of"],
+        ["severity", "check", "step", "metric", "value", "consequence_of", "related_to"],
+        ["severity", "check", "steps", "metric", "value", "consequence of", "related to"],
     )
 
 

@@ -84,6 +84,7 @@ def build(
                     "value",
                     "message",
                     "consequence_of",
+                    "related_to",
                     "transient",
                 )
             }
@@ -125,9 +126,11 @@ def _summary(told: story.Story) -> str:
     told_apart = {id(root)} | {id(f) for f in own}
     rest = fold_recurring([f for f in told.findings if id(f) not in told_apart], "check")
     others = sum(f["consequence_of"] == root["check"] for f in rest)
-    more = sum(f["severity"] in ("warn", "error") and not f["consequence_of"] for f in rest)
+    related = sum(f["related_to"] == root["check"] for f in rest)
+    more = sum(f["severity"] in ("warn", "error") and not (f["consequence_of"] or f["related_to"]) for f in rest)
     tail = f" (and {len(again)} more time{'s' * (len(again) != 1)})" if again else ""
     tail += f", with {others} consequence{'s' * (others != 1)}" if others else ""
+    tail += f"{' and' if others else ', with'} {related} related finding{'s' * (related != 1)}" if related else ""
     tail += f"; {more} other finding{'s' * (more != 1)}" if more else ""
     return f"{root['check']} from step {root['step']}{tail}"
 

@@ -8,9 +8,11 @@ repeats or contradicts the others'. Reading them as one story needs three decisi
 - *Root cause*: the earliest error-level finding (a warn-level one when there is no error). Onsets are noisy by a
   few logged steps, so findings that start within a short window of that one compete, and a cause (length
   collapse) wins over a symptom (grad-norm spike) and an outcome (reward collapse): the rule's `-- role:`.
-- *Consequences*: other rules' warn/error findings that start within the window after the root cause, and symptoms
-  or outcomes that start within it just before (their detector fired first, their cause did not). The root cause's
-  own rule flagging again is the root cause again, not a consequence of it.
+- *Consequences*: other rules' warn/error findings that start at the root cause's onset or within the window after
+  it. Symptoms and outcomes that start within the window just before it are *related*, not consequences: a
+  detector can fire before the cause's own (a reward falling while the length has not yet crossed its bar), so they
+  belong to the story, but nothing that came first can be called caused by what came after. The root cause's own
+  rule flagging again is the root cause again, not a consequence of it.
 - *Transient symptoms*: a spike (a symptom) that ended and was followed by no cause or outcome within the window
   is noted, but weighs as a warning: an isolated KL spike the run recovered from does not make it unhealthy.
 - *Recommendation*: the rules' actions (`-- advice:`) in story order, one per lever and direction; an action
@@ -100,7 +102,7 @@ def tell(findings: list[dict], rules: dict[str, Check], steps: list[int]) -> Sto
     """The story of one run's findings (dicts with check, severity, step, step_end, ...); ``steps`` are the run's
     logged steps, for the window."""
     window = story_window(steps)
-    findings = [dict(f, consequence_of=None, transient=False) for f in findings]
+    findings = [dict(f, consequence_of=None, related_to=None, transient=False) for f in findings]
     placed = [f for f in findings if f["step"] is not None and f["severity"] in ("warn", "error")]
     _mark_transient(placed, rules, window)
     pool = [f for f in placed if weight(f) == "error"] or placed
@@ -114,13 +116,15 @@ def tell(findings: list[dict], rules: dict[str, Check], steps: list[int]) -> Sto
                 continue
             after = root["step"] <= f["step"] <= root["step"] + window
             just_before = root["step"] - window <= f["step"] < root["step"] and _rank(rules, f) > _rank(rules, root)
-            if after or just_before:
+            if after:
                 f["consequence_of"] = root["check"]
+            elif just_before:
+                f["related_to"] = root["check"]
 
     def order(f: dict) -> tuple:
         if f is root:
             return (0, 0, 0)
-        if f["consequence_of"]:
+        if f["consequence_of"] or f["related_to"]:
             return (1, f["step"], -_severity(f))
         return (2, -_severity(f), f["step"] if f["step"] is not None else -1)
 
