@@ -271,13 +271,13 @@ def _folded(episodes: list[dict]) -> dict:
     worst = max(ordered, key=lambda r: (excess[id(r)], length(r))) if excess else longest
     head, sep, advice = (worst["message"] or "").partition("; ")
     until = f"step {last}" if last is not None else "the end"
-    span = f"{len(ordered)} episodes from step {ordered[0]['step']} to {until}"
+    told = f"{len(ordered)} episodes from step {ordered[0]['step']} to {until}"
     if not excess:
-        which = f"the longest of {span}"
+        which = f"the longest of {told}"
     elif worst is longest or length(worst) == length(longest):
-        which = f"the worst and longest of {span}"
+        which = f"the worst and longest of {told}"
     else:
-        which = f"the worst of {span}; the longest: {_steps(longest)}"
+        which = f"the worst of {told}; the longest: step {span(longest)}"
     return dict(
         worst, step=ordered[0]["step"], step_end=last, episodes=len(ordered), message=f"{head} ({which}){sep}{advice}"
     )
@@ -302,11 +302,11 @@ def _past_bar(episodes: list[dict]) -> dict[int, float]:
     }
 
 
-def _steps(row: dict) -> str:
-    """An episode's steps as a reader says them: `step 38`, `step 38-39`, `step 41 on`."""
+def span(row: dict) -> str:
+    """A flag's steps as the tables show them: `205` (one step), `38-39`, `41+` (not over when last logged)."""
     if row["step_end"] is None:
-        return f"step {row['step']} on"
-    return f"step {row['step']}" if row["step_end"] == row["step"] else f"step {row['step']}-{row['step_end']}"
+        return f"{row['step']}+"
+    return str(row["step"]) if row["step_end"] == row["step"] else f"{row['step']}-{row['step_end']}"
 
 
 def lacking(check: Check, logged: set[str]) -> list[str]:

@@ -1178,6 +1178,7 @@ def test_stale_heartbeat_by_age(tiny):
     assert tiny("stale_heartbeat")["stale"] == []
     (warn,) = tiny("stale_heartbeat", {"warn_minutes": 0})["stale"]
     assert warn["severity"] == "warn" and warn["step"] > 0 and warn["step_end"] is None
+    assert warn["metric"] == "minutes_since_heartbeat" and 0 < warn["value"] < 60  # minutes, not a time
     (error,) = tiny("stale_heartbeat", {"warn_minutes": 0, "error_minutes": 0})["stale"]
     assert error["severity"] == "error" and "hung or dead" in error["message"]
     (old,) = tiny("stale_heartbeat", {"warn_minutes": 0, "abandoned_hours": 0})["stale"]
@@ -1243,6 +1244,19 @@ def test_a_tinker_log_is_read_on_the_canonical_metrics(tiny):
     assert tied == [(0, pytest.approx(0.1)), (59, pytest.approx(0.9))]
     (flag,) = tiny("reward_zero_variance")["tinker-math"]
     assert flag["severity"] == "warn" and 30 <= flag["step"] <= 45, flag
+
+
+def test_a_zero_variance_flag_is_a_share_of_tied_groups_however_it_was_read(tiny):
+    """tiedgrads logs frac_reward_zero_std, tiedstd (older TRL) only reward_std: both flag ~60% tied. The flag's value
+    is a share of tied groups either way, so its metric is frac_reward_zero_std, never reward_std (a reward_std of
+    0.6 is another thing); read from reward_std, where a step counts as all tied or not at all, it is a lower bound."""
+    flags = tiny("reward_zero_variance")
+    (measured,), (derived,) = flags["tiedgrads"], flags["tiedstd"]
+    for flag in (measured, derived):
+        assert flag["metric"] == "frac_reward_zero_std" and 0.5 <= flag["value"] <= 1, flag
+    assert measured["message"].startswith(f"{100 * measured['value']:.0f}% of reward groups had zero variance")
+    assert derived["message"].startswith(f"at least {100 * derived['value']:.0f}% of reward groups had zero variance")
+    assert "a step of reward_std 0 counts as all tied" in derived["message"]
 
 
 def test_no_gradient_where_every_group_tied_is_the_zero_variance_cause_not_a_vanishing_gradient(tiny):

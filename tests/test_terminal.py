@@ -58,6 +58,30 @@ class FakeTTY(io.StringIO):
         return True
 
 
+def test_a_flags_steps_read_as_one_step_a_range_or_still_going():
+    """A one-step episode (a grad-norm spike at step 205) reads `step 205`, not `step 205-205`; a range as a range;
+    one not over when the run was last logged with a `+`. The check table and a report's findings table agree."""
+    from pipeline.checks import span
+
+    def flag(step, end):
+        return {
+            "run_key": "k",
+            "check_name": "grad_norm_spike",
+            "severity": "error",
+            "step": step,
+            "step_end": end,
+            "message": "grad norm jumped",
+        }
+
+    assert [span(flag(205, 205)), span(flag(34, 123)), span(flag(41, None))] == ["205", "34-123", "41+"]
+    lines = terminal.check_table([flag(205, 205), flag(34, 123), flag(41, None)], {"k": "run"}, None, False)
+    assert [line.split("run")[-1].strip() for line in lines if line.startswith("ERROR")] == [
+        "step 205",
+        "step 34-123",
+        "step 41+",
+    ]
+
+
 def test_colour_only_on_a_terminal_without_no_color(monkeypatch):
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setenv("TERM", "xterm")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from pipeline.checks import fold_recurring
+from pipeline.checks import fold_recurring, span
 
 VERDICT_MARK = {"healthy": "HEALTHY", "watch": "WATCH", "unhealthy": "UNHEALTHY"}
 
@@ -103,8 +103,7 @@ def _findings(doc: dict) -> list[str]:
     rows = [
         dict(
             f,
-            step=(f"{f['step']}-{f['step_end']}" if f["step_end"] is not None else f"{f['step']}+")
-            + (f" ({f['episodes']} episodes)" if f.get("episodes") else ""),
+            step=span(f) + (f" ({f['episodes']} episodes)" if f.get("episodes") else ""),
         )
         for f in fold_recurring(doc["findings"], "check")
     ]

@@ -12,15 +12,17 @@
 -- param sustain = 5          -- for at least this many consecutive logged steps
 -- param zero_std = 1e-9      -- without frac_reward_zero_std: a step whose reward_std is below this is "all tied"
 -- The share is frac_reward_zero_std (TRL frac_reward_zero_std, Diplomacy processing/skip_rate). A run that logs only
--- reward_std counts each step whose reward_std is 0 as fully tied (a constant reward: always 0 or always 1).
+-- reward_std counts each step whose reward_std is 0 as fully tied (a constant reward: always 0 or always 1) and the
+-- others as not tied at all: its share is at least that of the tied steps, so the message says "at least". Either
+-- way the flag's value is a share of tied groups, so its metric is frac_reward_zero_std.
 with measured as (
-    select run_key, step, value as share, 'frac_reward_zero_std' as metric
+    select run_key, step, value as share, false as from_std
     from metrics
     where metric = 'frac_reward_zero_std' and isfinite(value)
 ),
 
 from_std as (
-    select run_key, step, case when abs(value) < $zero_std then 1.0 else 0.0 end as share, 'reward_std' as metric
+    select run_key, step, case when abs(value) < $zero_std then 1.0 else 0.0 end as share, true as from_std
     from metrics
     where metric = 'reward_std' and isfinite(value)
         and run_key not in (select run_key from measured)
@@ -51,7 +53,7 @@ high as (
 episodes as (
     select
         run_key,
-        any_value(metric) as metric,
+        bool_or(from_std) as from_std,
         min(step) as onset,
         max(step) as last_step,
         max(idx) as last_idx,
@@ -69,11 +71,12 @@ select
     case when mean_share >= $error_share then 'error' else 'warn' end as severity,
     onset as step,
     case when last_idx < n then last_step end as step_end,
-    metric,
+    'frac_reward_zero_std' as metric,
     mean_share as value,
     $max_share as threshold,
-    printf('%.0f%% of reward groups had zero variance (mean over %d-step windows) for %d logged steps from step %d: '
-           || 'their advantages are 0 and they teach nothing; use harder prompts (or filter solved ones), more '
-           || 'generations per prompt, or a finer-grained reward', 100 * mean_share, $smooth::bigint, steps, onset)
-        as message
+    printf('%s%.0f%% of reward groups had zero variance (mean over %d-step windows%s) for %d logged steps from step '
+           || '%d: their advantages are 0 and they teach nothing; use harder prompts (or filter solved ones), more '
+           || 'generations per prompt, or a finer-grained reward', case when from_std then 'at least ' else '' end,
+           100 * mean_share, $smooth::bigint,
+           case when from_std then '; a step of reward_std 0 counts as all tied' else '' end, steps, onset) as message
 from episodes

@@ -37,7 +37,7 @@ select
     end as severity,
     last_step as step,
     null::bigint as step_end,
-    'heartbeat_at' as metric,
+    'minutes_since_heartbeat' as metric,  -- the value is minutes, not the heartbeat's time
     silent_minutes as value,
     case when silent_minutes >= $error_minutes then $error_minutes else $warn_minutes end as threshold,
     case
