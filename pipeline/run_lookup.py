@@ -68,6 +68,9 @@ def verdict_line(settings: Settings, run_key: str, outcomes, rows: list[dict], c
         if r["run_key"] == run_key
     ]
     told = story.tell(findings, {o.check.name: o.check for o in outcomes}, steps)
-    root = f"; root cause {told.root['check']} from step {told.root['step']}" if told.root else ""
+    root = ""
+    if told.root:
+        said = f" ({story.severity_said(told.root)})" if told.root["transient"] else ""
+        root = f"; root cause {told.root['check']}{said} from step {told.root['step']}"
     applied = f"{len(outcomes) - len(lacking)} of {len(outcomes)} rules applied"
     return f"{name or run_key}: {paint(told.verdict, told.verdict, colour)} ({applied}{root})"

@@ -297,6 +297,36 @@ def test_the_good_says_where_a_curve_started_and_ended_and_never_calls_a_fall_or
     assert not any(g.startswith("reward_mean") for g in flat["sections"]["good_bad_ugly"]["good"])
 
 
+def test_a_transient_error_is_said_wherever_the_verdict_is(tmp_path):
+    """One KL spike to 2.0 (an error: above error_kl) at step 100 that the run recovered from, as
+    unsloth-llama32-3b-gsm8k-500steps did: the verdict is watch. The report and `check --run` say the root cause was
+    an error that weighs as a warning because it was transient; `--fail-on error` still stops on the error flag."""
+    rng = random.Random(11)
+    rows = [
+        {
+            "step": s,
+            "reward": 0.2 + 0.003 * s + rng.gauss(0, 0.02),
+            "kl": 2.0 if s == 100 else 0.05 * rng.uniform(0.9, 1.1),
+        }
+        for s in range(1, 201)
+    ]
+    _jsonl(tmp_path / "logs" / "onespike" / "metrics.jsonl", rows)
+    env = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_TRAINER_LOGS": str(tmp_path / "logs")}
+    grpolens("refresh", env=env, check=True)
+    doc = report_json(Settings(home=tmp_path / "home"), "onespike")
+    root = doc["root_cause"]
+    assert doc["verdict"] == "watch" and root["check"] == "kl_spike" and root["severity"] == "error", doc["findings"]
+    assert root["transient"] and root["step"] == 100
+    said = f"kl_spike (error, transient: ended at step {root['step_end']}) from step 100"
+    assert doc["summary"].startswith(said), doc["summary"]
+    text = Path(doc["files"]["markdown"]).read_text()
+    assert f"**Verdict: WATCH** — {said}" in text
+    assert f"(error, transient: ended at step {root['step_end']}; it weighs as a warning) from step 100" in text
+    checked = grpolens("check", "--run", "onespike", "--fail-on", "error", env=env)
+    assert checked.returncode == 2 and "onespike: watch (" in checked.stderr, checked.stderr
+    assert f"root cause {said}" in checked.stderr, checked.stderr
+
+
 @pytest.mark.slow
 def test_batch_redraws_only_the_runs_that_changed(tmp_path):
     logs = tmp_path / "logs"
@@ -454,6 +484,8 @@ def test_an_isolated_spike_the_run_recovered_from_is_transient():
     }
     told = story.tell([spike], rules, list(range(200)))
     assert told.verdict == "watch" and told.findings[0]["transient"] and told.root["check"] == "grad_norm_spike"
+    # a verdict of watch beside an error-level root cause says why: the error was transient
+    assert run_report._summary(told) == "grad_norm_spike (error, transient: ended at step 41) from step 40"
     collapse = {
         "check": "response_length_collapse",
         "severity": "error",

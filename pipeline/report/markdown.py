@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from pipeline.checks import fold_recurring, span
+from pipeline.report import story
 
 VERDICT_MARK = {"healthy": "HEALTHY", "watch": "WATCH", "unhealthy": "UNHEALTHY"}
 
@@ -60,7 +61,8 @@ def render(doc: dict, out_dir: Path) -> str:
     ]
     root = doc["root_cause"]
     if root:
-        lines += [f"**Root cause:** `{root['check']}` ({root['severity']}) from step {root['step']}: {root['message']}"]
+        said = f"{story.severity_said(root)}; it weighs as a warning" if root.get("transient") else root["severity"]
+        lines += [f"**Root cause:** `{root['check']}` ({said}) from step {root['step']}: {root['message']}"]
         window = f"{doc['story_window_steps']:.0f} steps"
         for key, heading in (
             ("consequence_of", f"Consequences (starting at its onset or within {window} after it):"),

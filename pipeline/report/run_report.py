@@ -71,7 +71,9 @@ def build(
         "run_key": run_key,
         "verdict": told.verdict,
         "summary": _summary(told),
-        "root_cause": {k: root[k] for k in ("check", "severity", "step", "message")} if root else None,
+        "root_cause": {k: root[k] for k in ("check", "severity", "step", "step_end", "transient", "message")}
+        if root
+        else None,
         "findings": [
             {
                 k: f[k]
@@ -132,7 +134,8 @@ def _summary(told: story.Story) -> str:
     tail += f", with {others} consequence{'s' * (others != 1)}" if others else ""
     tail += f"{' and' if others else ', with'} {related} related finding{'s' * (related != 1)}" if related else ""
     tail += f"; {more} other finding{'s' * (more != 1)}" if more else ""
-    return f"{root['check']} from step {root['step']}{tail}"
+    said = f" ({story.severity_said(root)})" if root.get("transient") else ""
+    return f"{root['check']}{said} from step {root['step']}{tail}"
 
 
 def _samples(con, run_key: str, root: dict | None) -> dict:

@@ -57,6 +57,15 @@ def weight(finding: dict) -> str:
     return "warn" if finding.get("transient") and finding["severity"] == "error" else finding["severity"]
 
 
+def severity_said(finding: dict) -> str:
+    """A finding's severity as the verdict line says it: `error`, or `error, transient: ended at step 111` for a
+    transient symptom, whose error weighs as a warning (a verdict of watch with an error-level root cause, and a
+    `check --fail-on error` that stops on the flag, then read as one account)."""
+    if not finding.get("transient"):
+        return finding["severity"]
+    return f"{finding['severity']}, transient: ended at step {finding['step_end']}"
+
+
 def verdict_of(findings: list[dict]) -> str:
     severities = {weight(f) for f in findings}
     return "unhealthy" if "error" in severities else "watch" if "warn" in severities else "healthy"
