@@ -255,7 +255,8 @@ def test_a_condition_that_comes_and_goes_is_one_line_in_text_and_every_episode_i
     lines = [line for line in listed.stdout.splitlines() if "reward_zero_variance" in line]
     assert len(lines) == 1 and "step 24+" in lines[0], listed.stdout
     # the last episode (82.5% tied, still open) is the worst; the first of the 20-step ones the longest
-    assert "(the worst of 5 episodes from step 24 to the end; the longest: step 24-43)" in listed.stdout
+    folded = " ".join(listed.stdout.split())  # the table wraps messages at the terminal's width
+    assert "(the worst of 5 episodes from step 24 to the end; the longest: step 24-43)" in folded, listed.stdout
     assert "0 errors, 2 warnings, 0 info (6 flags, repeats folded;" in listed.stderr
     flags = json.loads(grpolens("check", "--format", "json", env=env, check=True).stdout)
     assert sorted(f["step"] for f in flags if f["check_name"] == "reward_zero_variance") == [24, 64, 104, 144, 184]
