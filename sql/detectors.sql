@@ -155,30 +155,30 @@ candidates as (
         and (min_ratio <= 0 or value >= min_ratio * exp(min_log) * (1 - 1e-9))
 ),
 
-baselines as (
-    select
-        c.run_key, c.is_tied, c.step, c.idx, c.value, c.log_value,
-        exp(median(s.log_value)) as level,
-        median(s.log_value) as log_level,
-        1.4826 * mad(s.log_value) as spread
+frames as (  -- each candidate with the log values of its frame: its population's, or every step's (fallback)
+    select c.run_key, c.is_tied, c.step, c.idx, c.value, c.log_value, s.log_value as frame_log_value
     from candidates as c
     join series as s
         on c.run_key = s.run_key and c.is_tied = s.is_tied
         and s.idx between c.idx - window_steps and c.idx + window_steps * centered::int  -- noqa: RF02
         and c.idx <> s.idx
     where not c.against_all
-    group by all
 
     union all
 
-    select
-        c.run_key, c.is_tied, c.step, c.idx, c.value, c.log_value,
-        exp(median(s.frame_log_value)) as level,
-        median(s.frame_log_value) as log_level,
-        1.4826 * mad(s.frame_log_value) as spread
+    select c.run_key, c.is_tied, c.step, c.idx, c.value, c.log_value, f.frame_log_value
     from candidates as c
-    join fallback_frames as s on c.run_key = s.run_key and c.step = s.step
+    join fallback_frames as f on c.run_key = f.run_key and c.step = f.step
     where c.against_all
+),
+
+baselines as (
+    select
+        run_key, is_tied, step, idx, value, log_value,
+        exp(median(frame_log_value)) as level,
+        median(frame_log_value) as log_level,
+        1.4826 * mad(frame_log_value) as spread
+    from frames
     group by all
 ),
 
