@@ -19,10 +19,12 @@ itself: ``grpolens-dbt`` (``cli`` below) is that executable, with the same exit.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from importlib.metadata import version
 from typing import NoReturn
@@ -47,6 +49,11 @@ class DbtProcess:
             stderr=subprocess.STDOUT,
             text=True,
             env=env,
+            preexec_fn=(
+                functools.partial(_die_with_parent, os.getpid())
+                if threading.current_thread() is threading.main_thread()
+                else None
+            ),
         )
         self.used = False
 
@@ -87,6 +94,24 @@ class DbtProcess:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _die_with_parent(parent: int) -> None:
+    """In the child, before it runs: the kernel kills it when the process that started it dies (Linux's
+    PR_SET_PDEATHSIG). A `grpolens refresh` killed with SIGKILL cannot stop its dbt child itself, and the orphan
+    went on holding the warehouse's write lock, so the user's next refresh failed on a lock "held by process N",
+    its own orphan. A build stopped anywhere is completed by the next one (tests/test_incremental_build.py). The
+    signal comes when the parent's *thread* ends, which is why only the main thread asks for it (DbtProcess)."""
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the orphan finishes its build and exits
+        return
+    if os.getppid() != parent:  # the parent died before the request was made
+        os._exit(1)
 
 
 def serialize_ast_parsing() -> None:

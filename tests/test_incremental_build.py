@@ -280,6 +280,45 @@ def test_a_build_killed_at_random_moments_is_completed_by_the_next(tmp_path, log
     assert_same_warehouse(settings.duckdb_path, full_rebuild(settings, tmp_path / "full").duckdb_path)
 
 
+def _children(pid: int) -> list[int]:
+    tasks = Path(f"/proc/{pid}/task")
+    found = []
+    for task in tasks.glob("*") if tasks.exists() else []:
+        found += [int(p) for p in (task / "children").read_text().split()]
+    return found
+
+
+@pytest.mark.slow
+def test_a_refresh_killed_while_dbt_runs_takes_its_dbt_child_along(tmp_path, logs):
+    """SIGKILL of `grpolens refresh` alone (not its process group, as a scheduler or an OOM killer may do) used to
+    leave its dbt child building on, holding the write lock: the next refresh failed on "held by process N". The
+    child now dies with its parent, and the next refresh completes the build at once."""
+    settings = Settings(home=tmp_path / "home", trainer_logs=(logs.parent,))
+    refresh(settings)
+    (logs / "late.jsonl").write_text(log_lines(0, 40, seed=5))
+    env = {**os.environ, "GRPOLENS_HOME": str(settings.home), "GRPOLENS_TRAINER_LOGS": str(logs.parent)}
+    parent = subprocess.Popen(
+        [str(BIN / "grpolens"), "refresh"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    assert parent.stderr is not None
+    for line in parent.stderr:  # dbt is at work once the build is announced
+        if "building the warehouse with dbt" in line:
+            break
+    (child,) = _children(parent.pid)
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 0.5  # the kernel kills it at once; an orphan built on for ~2 s here
+    while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+        status = Path(f"/proc/{child}/status").read_text() if Path(f"/proc/{child}/status").exists() else ""
+        if "State:\tZ" in status:  # dead, waiting for a reaper
+            break
+        time.sleep(0.05)
+    status = Path(f"/proc/{child}/status")
+    assert not status.exists() or "State:\tZ" in status.read_text(), "the dbt child outlived its parent"
+    done = subprocess.run([str(BIN / "grpolens"), "refresh"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
 def test_nothing_changed_plans_nothing_and_full_refresh_rebuilds_everything(tmp_path, logs):
     settings = Settings(home=tmp_path / "home", trainer_logs=(logs.parent,))
     first = build_plan.plan(settings)
