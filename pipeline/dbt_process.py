@@ -43,7 +43,9 @@ class DbtProcess:
         quiet = "ignore::UserWarning:multiprocessing.resource_tracker"
         env["PYTHONWARNINGS"] = ",".join(filter(None, [env.get("PYTHONWARNINGS"), quiet]))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.dbt_process"],
+            # -P: `-m` would put the caller's working folder first on the import path, and a `logging.py` or
+            # `inspect.py` of the user's there would replace the standard module in dbt's process
+            [sys.executable, "-P", "-m", "pipeline.dbt_process"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

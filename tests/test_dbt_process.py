@@ -155,3 +155,16 @@ def test_a_failed_node_is_one_plain_line_and_a_unit_test_shows_its_diff():
     assert warehouse.node_failure(runtime) == (
         'metrics: Runtime Error in model metrics (models/marts/core/metrics.sql): Binder Error: column "x" not found'
     )
+
+
+def test_the_callers_working_folder_is_not_on_the_childs_import_path(home, tmp_path, monkeypatch):
+    """`python -m` puts the working folder first on the import path: a user's `logging.py` there replaced the
+    standard module in dbt's child, and every build failed with "dbt build could not run"."""
+    folder = tmp_path / "scripts"
+    folder.mkdir()
+    (folder / "logging.py").write_text("raise SystemExit('user script logging.py ran')\n")
+    monkeypatch.chdir(folder)
+    with DbtProcess(home) as dbt:
+        code, lines = dbt.run(warehouse.dbt_args(home, "parse"))
+    assert code == 0, lines
+    assert not any("user script" in line for line in lines), lines
