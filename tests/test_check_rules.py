@@ -320,6 +320,33 @@ def _reward_dip_run(root: Path, name: str, run_id: str, steps: int, dip: range) 
 
 def _tiny_runs(root: Path, logs: Path) -> None:
     quiet = {"train/reward": 0.5, "train/kl": 0.02}
+    # entropy: falls from ~0.4 to ~0.015 within the first 4% of a 600-step run (the first tenth is mostly collapsed)
+    write_run(
+        root,
+        [{**quiet, "train/entropy": 0.015 + 0.4 * 0.8**i * (1 + 0.05 * math.sin(i))} for i in range(600)],
+        run_id="entearly",
+        name="entearly",
+    )
+    # entropy: noisy around 0.05 on a long run, with one five-step dip that recovers at once (a dip, not a collapse)
+    write_run(
+        root,
+        [
+            {**quiet, "train/entropy": 0.0004 if 700 <= i < 705 else 0.05 * (1 + 0.3 * math.sin(1.7 * i))}
+            for i in range(1000)
+        ],
+        run_id="entdip01",
+        name="entdip",
+    )
+    # entropy: from 0.17 down to the bar (a quarter of it) at step 100, then hovering across it (0.040/0.044)
+    write_run(
+        root,
+        [
+            {**quiet, "train/entropy": 0.17 - 0.00127 * i if i < 100 else (0.040 if i % 2 else 0.044)}
+            for i in range(200)
+        ],
+        run_id="enthover",
+        name="enthover",
+    )
     # grad norm vanishes from step 15
     write_run(
         root,
@@ -1316,6 +1343,19 @@ def test_a_fall_a_long_run_came_back_from_soon_is_a_dip(tiny):
     assert tiny("reward_collapse")["longdip"] == []
     (dip,) = tiny("reward_collapse", {"min_low_share": 0})["longdip"]
     assert 200 <= dip["step"] <= 202 and dip["step_end"] is not None, dip
+
+
+def test_entropy_collapse_within_the_first_tenth_hovering_at_its_bar_and_a_dip(tiny):
+    """The early level is the first tenth's median, but of no more than early_cap steps: a long run whose entropy
+    collapsed within its first tenth has a collapsed "early" level otherwise. Entropy hovering across the bar is
+    one collapse, and a dip of five steps in a thousand that recovers at once is none."""
+    found = tiny("entropy_collapse")
+    (early,) = found["entearly"]
+    assert early["step"] <= 15 and early["step_end"] is None, early
+    (hover,) = found["enthover"]
+    assert 100 <= hover["step"] <= 102 and hover["step_end"] is None, hover
+    assert "on 50 of the 99 logged steps from there" in hover["message"], hover["message"]
+    assert found["entdip"] == []
 
 
 def test_a_mean_length_that_never_moves_shows_no_cap(tiny):

@@ -6,8 +6,11 @@
 -- advice: exploration up: Raise the sampling temperature or add an entropy bonus
 -- param floor = 0.1            -- entropy below this is collapsed (reference: < 0.1)
 -- param drop_ratio = 0.25      -- and below this share of the run's early entropy
--- param sustain = 5            -- for at least this many consecutive logged steps
+-- param sustain = 5            -- for at least this many logged steps
+-- param sustain_share = 0.01   -- or this share of the run's logged steps, if more: five steps of 2,000 are a dip
 -- param early_share = 0.1      -- the first tenth of the run's logged steps sets "early" entropy
+-- param early_cap = 10         -- but no more than this many: a long run can collapse within its first tenth
+-- param back_factor = 2        -- once below the bar, the collapse lasts until entropy is back above this many bars
 with entropy as (
     select
         run_key, step, value,
@@ -20,30 +23,44 @@ with entropy as (
 early as (
     select run_key, median(value) as early_entropy
     from entropy
-    where idx <= greatest(3, ceil(n * $early_share))
+    where idx <= greatest(3, least($early_cap, ceil(n * $early_share)))
     group by run_key
 ),
 
-low as (
-    select e.*, early.early_entropy, e.idx - row_number() over (partition by e.run_key order by e.step) as stretch
+bars as (
+    select e.*, early.early_entropy, least($floor, $drop_ratio * early.early_entropy) as bar
     from entropy as e
     join early using (run_key)
-    where e.value < $floor and e.value < $drop_ratio * early.early_entropy
+),
+
+-- Stretches below back_factor bars: entropy hovering at the bar (0.040, 0.044, 0.041 against 0.042) is one
+-- collapse, not many short ones.
+low as (
+    select *, idx - row_number() over (partition by run_key order by step) as stretch
+    from bars
+    where value < $back_factor * bar
+),
+
+marked as (
+    select *, min(step) filter (where value < bar) over (partition by run_key, stretch) as onset
+    from low
 ),
 
 stretches as (
     select
         run_key,
-        min(step) as onset,
+        any_value(onset) as onset,
         max(step) as last_low,
-        count(*) as steps_low,
+        count(*) filter (where value < bar) as steps_low,
+        count(*) filter (where step >= onset) as after,
         min(value) as lowest,
         any_value(early_entropy) as early_entropy,
+        any_value(bar) as bar,
         max(idx) as last_idx,
         any_value(n) as n
-    from low
+    from marked
     group by run_key, stretch
-    having count(*) >= $sustain
+    having count(*) filter (where value < bar) >= greatest($sustain, ceil($sustain_share * any_value(n)))
 )
 
 select
@@ -54,7 +71,10 @@ select
     case when last_idx < n then last_low end as step_end,
     'entropy' as metric,
     lowest as value,
-    $floor as threshold,
-    printf('entropy fell from %.3g to %.3g from step %d (%d logged steps below %.3g); raise the sampling '
-           || 'temperature or add an entropy bonus', early_entropy, lowest, onset, steps_low, $floor::double) as message
+    bar as threshold,
+    printf('entropy fell from %.3g to %.3g from step %d (below %.3g on %d of the %d logged steps from there%s); '
+           || 'raise the sampling temperature or add an entropy bonus',
+           early_entropy, lowest, onset, bar, steps_low, after,
+           case when last_idx < n then printf(' to step %d, none of them back above %.3g', last_low, $back_factor * bar)
+                else printf(', none of them back above %.3g', $back_factor * bar) end) as message
 from stretches
