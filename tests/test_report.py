@@ -577,3 +577,26 @@ def test_the_power_law_says_which_points_it_could_not_fit():
     few = markdown._power_law(fit | {"n_points": 112, "n_excluded": 48, "n_nonpositive": 48})[2]
     assert few.endswith(" 48 of 160 points have a reward ≤ 0 and are not in the fit.")
     assert markdown._power_law(fit | {"n_points": 50, "n_excluded": 0, "n_nonpositive": 0})[2].endswith("R² = 0.1.")
+
+
+def test_a_kl_that_never_moves_is_no_kl_term_not_a_policy_that_stays_put(tmp_path):
+    """verl with use_kl_loss off logs actor/kl_loss 0.0 on every step: that KL is neither good news ("KL stayed at
+    or below 0") nor evidence that the policy barely moves (too_conservative), and the report says it could not
+    judge KL. A KL that moves, however little, is still judged."""
+    rng = random.Random(3)
+    flat = [{"step": s, "reward": 0.5 + rng.gauss(0, 0.02), "entropy": 0.5 + rng.gauss(0, 0.01)} for s in range(200)]
+    _jsonl(tmp_path / "logs" / "nokl" / "metrics.jsonl", [{**r, "kl": 0.0} for r in flat])
+    _jsonl(
+        tmp_path / "logs" / "tinykl" / "metrics.jsonl", [{**r, "kl": 1e-4 + 1e-6 * (s % 3)} for s, r in enumerate(flat)]
+    )
+    env = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_TRAINER_LOGS": str(tmp_path / "logs")}
+    grpolens("refresh", env=env, check=True)
+    settings = Settings(home=tmp_path / "home")
+    nokl = report_json(settings, "nokl")
+    assert not any(g.startswith("KL stayed") for g in nokl["sections"]["good_bad_ugly"]["good"])
+    said = {n["what"]: n["why"] for n in nokl["sections"]["not_judged"]}
+    assert said["KL (kl_spike, kl_drift, too_conservative's KL side)"].startswith("kl is 0 on every logged step")
+    assert not any(f["check"] == "too_conservative" for f in nokl["findings"]), nokl["findings"]
+    tinykl = report_json(settings, "tinykl")
+    assert any(f["check"] == "too_conservative" for f in tinykl["findings"]), tinykl["findings"]
+    assert any(g.startswith("KL stayed at or below") for g in tinykl["sections"]["good_bad_ugly"]["good"])

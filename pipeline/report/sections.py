@@ -330,6 +330,14 @@ def not_judged(data: RunData, rules) -> list[dict]:
                     "why": f"NaN or infinite at step {at}: left out of trends and plots{judged}",
                 }
             )
+    if (value := constant_kl(data)) is not None:
+        out.append(
+            {
+                "what": "KL (kl_spike, kl_drift, too_conservative's KL side)",
+                "why": f"kl is {value:.3g} on every logged step: the run has no KL term (e.g. verl's use_kl_loss "
+                "off, TRL's beta 0) or logs a placeholder, so it says nothing about how far the policy moved",
+            }
+        )
     if data.run.get("state") == "running":
         out.append(
             {
@@ -339,6 +347,17 @@ def not_judged(data: RunData, rules) -> list[dict]:
             }
         )
     return out
+
+
+def constant_kl(data: RunData) -> float | None:
+    """The one value KL took on every logged step (at least MIN_POINTS of them), else None. A trainer without a KL
+    term still logs one (verl's actor/kl_loss 0.0 with use_kl_loss off): "KL stayed at or below 0" is no praise."""
+    if not data.metrics.height:
+        return None
+    kl = data.metrics.filter((pl.col("metric") == "kl") & pl.col("value").is_finite()).get_column("value")
+    if kl.len() < MIN_POINTS or kl.min() != kl.max():
+        return None
+    return float(kl[0])
 
 
 def first_clause(message: str) -> str:
@@ -373,7 +392,7 @@ def good_bad_ugly(data: RunData, dynamics: dict, findings: list[dict], rules: li
                 f"{trend['ci'][1]:+.3g})"
             )
     kl = dynamics.get("kl") or {}
-    if kl.get("max") is not None and kl["max"] <= 0.1:
+    if kl.get("max") is not None and kl["max"] <= 0.1 and constant_kl(data) is None:
         good.append(f"KL stayed at or below {kl['max']:.3g} (healthy below 0.1)")
     if dynamics and not any(s.get("non_finite") for s in dynamics.values()):
         good.append("no NaN or infinite values in the core curves")

@@ -89,9 +89,19 @@ early_entropy as (
     group by run_key
 ),
 
+-- a KL that never moves is no KL term at all (verl's kl_loss 0.0 with use_kl_loss off), not a policy that stays put
+kl_in_use as (
+    select run_key
+    from metrics
+    where metric = 'kl' and isfinite(value)
+    group by run_key
+    having min(value) < max(value)
+),
+
 conservative as (
     select c.*, c.idx - lag(c.idx) over (partition by c.run_key order by c.step) as gap
     from context as c
+    semi join kl_in_use using (run_key)
     left join early_entropy as e using (run_key)
     where c.kl_median < $max_kl
         and coalesce(c.kl_rise, 0) < $max_kl_rise * greatest(abs(c.kl_median), $max_kl / 10)
