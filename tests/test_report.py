@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -600,3 +602,26 @@ def test_a_kl_that_never_moves_is_no_kl_term_not_a_policy_that_stays_put(tmp_pat
     tinykl = report_json(settings, "tinykl")
     assert any(f["check"] == "too_conservative" for f in tinykl["findings"]), tinykl["findings"]
     assert any(g.startswith("KL stayed at or below") for g in tinykl["sections"]["good_bad_ugly"]["good"])
+
+
+def test_a_run_short_of_its_end_and_silent_for_days_never_finished_rather_than_is_being_written(tmp_path):
+    """A trainer_state.json at step 10 of 20 is state running. Written a minute ago it is still being written; not
+    touched for three days (longer than stale_heartbeat's abandoned_hours) it crashed, was stopped or was copied
+    mid-run, and the report must not tell the reader to wait for it."""
+    history = [{"loss": 0.1, "reward": s / 10, "step": s} for s in range(1, 11)]
+    for name, age in (("live", 60), ("gone", 3 * 86400)):
+        state = tmp_path / "logs" / name / "trainer_state.json"
+        state.parent.mkdir(parents=True)
+        state.write_text(json.dumps({"global_step": 10, "max_steps": 20, "log_history": history}))
+        os.utime(state, (time.time() - age, time.time() - age))
+    env = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_TRAINER_LOGS": str(tmp_path / "logs")}
+    grpolens("refresh", env=env, check=True)
+    settings = Settings(home=tmp_path / "home")
+    said = {
+        name: {n["what"]: n["why"] for n in report_json(settings, name)["sections"]["not_judged"]}
+        for name in ("live", "gone")
+    }
+    assert said["live"]["the end of the run"].startswith("the run is still being written (state running)")
+    assert said["gone"]["the end of the run"].startswith(
+        "the run never finished: its files were last written 3 days ago, at step 10"
+    ), said["gone"]

@@ -6,6 +6,7 @@ stands among its peers."""
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from typing import cast
 
 import polars as pl
@@ -339,14 +340,25 @@ def not_judged(data: RunData, rules) -> list[dict]:
             }
         )
     if data.run.get("state") == "running":
-        out.append(
-            {
-                "what": "the end of the run",
-                "why": f"the run is still being written (state running); this report "
-                f"covers steps up to {data.run.get('last_step')}",
-            }
-        )
+        out.append({"what": "the end of the run", "why": unfinished(data.run, rules)})
     return out
+
+
+def unfinished(run: dict, rules) -> str:
+    """Why a run in state running ends where it does. Silent for longer than stale_heartbeat's abandoned_hours, it is
+    not being written any more (a trainer_state.json short of max_steps that nobody touched for days: a crash, a
+    stop, or files copied while the run went on), and "still being written" would send the reader to wait for it."""
+    last, heard = run.get("last_step"), run.get("heartbeat_at")
+    limit = next((rule.params["abandoned_hours"] for rule in rules if rule.name == "stale_heartbeat"), 24)
+    if heard is not None:
+        hours = (datetime.now(UTC) - heard).total_seconds() / 3600
+        if hours > limit:
+            ago = f"{hours / 24:.0f} days" if hours >= 48 else f"{hours:.0f} hours"
+            return (
+                f"the run never finished: its files were last written {ago} ago, at step {last} (it crashed or was "
+                f"stopped, or they were copied while it ran); this report covers steps up to {last}"
+            )
+    return f"the run is still being written (state running); this report covers steps up to {last}"
 
 
 def constant_kl(data: RunData) -> float | None:
