@@ -771,6 +771,26 @@ def _tiny_runs(root: Path, logs: Path) -> None:
                 }
             )
         write_run(root, rows, run_id=run_id, name=name)
+    # no component named for the task: a format term carries the gain beside flat tool terms (judged on those), and
+    # a tool term carries it beside another (no form term: nothing to call form over task)
+    for name, run_id, rising in (
+        ("formtool", "fmttool1", "format_reward"),
+        ("tooltool", "tooltoo1", "tool_use_reward"),
+    ):
+        rows = []
+        for i in range(240):
+            up = 0.1 + 0.8 / (1 + math.exp(-(i - 100) / 15)) + 0.02 * math.sin(1.7 * i)
+            flat = -0.2 + 0.01 * math.sin(2.3 * i)
+            other = "tool_trace_reward" if rising == "tool_use_reward" else "tool_use_reward"
+            rows.append(
+                {
+                    "train/reward": up + flat,
+                    f"train/rewards/{rising}/mean": up,
+                    f"train/rewards/{other}/mean": flat,
+                    "train/global_step": i + 1,
+                }
+            )
+        write_run(root, rows, run_id=run_id, name=name)
     # evaluations every 5 steps: the reward climbs 0.3 -> 0.8 over the first 100 steps while the accuracy stays at
     # 0.3, then the accuracy climbs to 0.6 while the reward holds: the task lagged the reward, it was not left behind
     noise = random.Random(5)
@@ -1148,6 +1168,15 @@ def test_targeted_details(tiny):
     assert tiny("duplicate_steps")["profiled"] == []
     (restart,) = tiny("duplicate_steps")["restarted"]
     assert restart["metric"] == "history.versions" and restart["value"] == 10
+
+
+def test_without_a_task_component_a_form_term_can_still_dominate_the_others(tiny):
+    """Components named for neither task nor form (tool_use_reward) stand in for the task when no component is named
+    for it, and only a term named for the form can be said to dominate them."""
+    (dominant,) = tiny("reward_component_dominant")["formtool"]
+    assert dominant["metric"] == "train/rewards/format_reward/mean", dominant
+    assert "while the other components (none is named for the task) stayed flat (tool_use_reward" in dominant["message"]
+    assert tiny("reward_component_dominant")["tooltool"] == []
 
 
 def test_a_task_that_learnt_nothing_is_flat_however_significant_its_drift(tiny):

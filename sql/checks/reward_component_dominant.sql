@@ -21,8 +21,9 @@
 -- Components and their statistics come from the reward_components mart (first third against last third of the
 -- run); which components score the task is the dbt vars task_component_pattern / form_component_pattern. A task
 -- component that is near zero with a few non-zero steps (#12 class 6) gains next to nothing: it counts as flat.
--- A run with no recognisable task component is not judged. Reported at the step the shaping term's trailing mean
--- passed half of its gain.
+-- A run with no component named for the task is judged on the components named for neither task nor form
+-- (`tool_use_reward_fn`), and then only a term named for the form (format, length, ...) can dominate. Reported at the
+-- step the shaping term's trailing mean passed half of its gain.
 with eval_thirds as (
     select run_key, value, ntile(3) over (partition by run_key order by step) as third
     from metrics
@@ -41,25 +42,42 @@ learning as (
             >= $min_eval_t
 ),
 
+named_task as (
+    select distinct run_key
+    from reward_components
+    where is_task and points >= $min_points
+),
+
+task_side as (
+    select *, true as named
+    from reward_components
+    where is_task and points >= $min_points
+    union all
+    select *, false as named
+    from reward_components
+    where not is_form and points >= $min_points and run_key not in (select n.run_key from named_task as n)
+),
+
 runs_with_task as (
     select
         run_key,
+        bool_or(named) as named,
         sum(gain) as task_gain,
         max(gain) as task_max_gain,
         bool_and((coalesce(gain_t, 0) < $max_task_t or nonzero_points < 0.1 * points)) as task_flat,
         bool_and((coalesce(gain_t, 0) < $max_task_t or nonzero_points < 0.1 * points
             or gain <= $max_task_rise * abs(first_mean))) as task_small,
         string_agg(printf('%s %.3g -> %.3g', component, first_mean, last_mean), ', ') as task_summary
-    from reward_components
-    where is_task and points >= $min_points
+    from task_side
     group by run_key
 ),
 
 dominant as (
-    select c.*, t.task_gain, t.task_summary
+    select c.*, t.task_gain, t.task_summary, t.named
     from reward_components as c
     join runs_with_task as t using (run_key)
     where not c.is_task
+        and (t.named or c.is_form)
         and c.points >= $min_points
         and c.total_t >= $min_total_t
         and c.total_gain > 0
@@ -80,7 +98,9 @@ select
     greatest(gain_share, variance_share) as value,
     $min_share as threshold,
     printf('shaping term %s carried the reward''s gain (%.3g -> %.3g, %.0f%% of the total''s rise from %.3g) from '
-           || 'step %d while the task components stayed flat (%s): the reward is being earned on form, not on '
+           || 'step %d while the %s stayed flat (%s): the reward is being earned on form, not on '
            || 'the task; lower that term''s weight or make it conditional on a correct answer', component,
-           first_mean, last_mean, 100 * gain_share, total_gain, onset_step, task_summary) as message
+           first_mean, last_mean, 100 * gain_share, total_gain, onset_step,
+           case when named then 'task components' else 'other components (none is named for the task)' end,
+           task_summary) as message
 from dominant

@@ -10,8 +10,9 @@
 -- A function logged with the total's value at every step beside other functions (a trainer whose reward_weights
 -- let one aggregate function drive the training, the others logged for diagnosis) is the total itself: it has no
 -- row, or the parts would add up to twice the reward. A run's only function is its reward, and keeps its row.
--- `is_task` marks components that score the task (correctness, accuracy, answers, numbers, ...) rather than its
--- form (format, XML tags, length, language): the var `task_component_pattern` and `form_component_pattern`.
+-- `is_task` marks components that score the task (correctness, accuracy, answers, numbers, ...), `is_form` those
+-- that score its form (format, XML tags, length, language): the vars `task_component_pattern` and
+-- `form_component_pattern`. A component named for neither (`tool_use_reward_fn`) is neither.
 -- Incremental: redoes the runs whose lake parts changed (pipeline/build_plan.py), keeps the others.
 {{ config(materialized='incremental', incremental_strategy='replace_runs', on_schema_change='fail') }}
 
@@ -79,6 +80,7 @@ stats as (
         any_value(key) as key,
         regexp_matches(lower(component), '{{ var("task_component_pattern") }}')
             and not regexp_matches(lower(component), '{{ var("form_component_pattern") }}') as is_task,
+        regexp_matches(lower(component), '{{ var("form_component_pattern") }}') as is_form,
         count(*) as points,
         count(*) filter (where value <> 0) as nonzero_points,
         count(*) filter (where value <> 0 and idx > n - n / 3) / nullif(count(*) filter (where idx > n - n / 3), 0)
@@ -128,6 +130,7 @@ final as (
         s.component,
         s.key,
         s.is_task,
+        s.is_form,
         s.points,
         s.nonzero_points,
         s.last_nonzero_share,
