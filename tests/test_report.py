@@ -625,3 +625,22 @@ def test_a_run_short_of_its_end_and_silent_for_days_never_finished_rather_than_i
     assert said["gone"]["the end of the run"].startswith(
         "the run never finished: its files were last written 3 days ago, at step 10"
     ), said["gone"]
+
+
+def test_a_console_log_without_steps_says_its_steps_are_line_ordinals(tmp_path):
+    """A TRL console log prints dicts without a step (logging_steps apart): the steps are the dicts' ordinals, and a
+    reader who takes "step 29" for trainer step 29 misreads every onset; a log with steps says nothing of the kind."""
+    logs = tmp_path / "logs"
+    (logs / "console").mkdir(parents=True)
+    (logs / "console" / "train.log").write_text("".join(f"{{'loss': 0.1, 'reward': {s / 40}}}\n" for s in range(40)))
+    _jsonl(logs / "stepped" / "metrics.jsonl", [{"step": s, "reward": s / 40} for s in range(40)])
+    env = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_TRAINER_LOGS": str(logs)}
+    grpolens("refresh", env=env, check=True)
+    settings = Settings(home=tmp_path / "home")
+    console = report_json(settings, "console")
+    assert console["sections"]["config_and_state"]["step_source"] == "ordinal"
+    markdown = Path(console["files"]["markdown"]).read_text(encoding="utf-8")
+    assert "- steps are the order of the log's metric lines (the log prints no step)" in markdown
+    stepped = report_json(settings, "stepped")
+    assert stepped["sections"]["config_and_state"]["step_source"] == "logged"
+    assert "the log prints no step" not in Path(stepped["files"]["markdown"]).read_text(encoding="utf-8")

@@ -125,6 +125,11 @@ def _config(state: dict) -> list[str]:
         f"- {state['logged_steps']} logged steps, from {fmt(state.get('first_step'))} to "
         f"{fmt(state.get('last_step'))}; {state['config_keys']} config keys",
     ]
+    if state.get("step_source") == "ordinal":
+        lines.append(
+            "- steps are the order of the log's metric lines (the log prints no step): step 29 is the 29th line, "
+            "not trainer step 29, when the trainer logs every few steps (logging_steps)"
+        )
     if state.get("tags"):
         lines.append(f"- tags: {', '.join(state['tags'])}")
     lines.append("")

@@ -109,6 +109,8 @@ def config_and_state(data: RunData) -> dict:
         "last_step": run.get("last_step"),
         "logged_steps": len(steps),
         "first_step": steps[0] if steps else None,
+        # the log printed no step: each step is the ordinal of its metric line (trainer_logs), not the trainer's
+        "step_source": config.get("step_source") or "logged",
         "hyperparameters": dict(sorted(chosen.items())[:20]),
         "config_keys": len(config),
     }
