@@ -260,22 +260,32 @@ from windows;
 -- points stay below it too; the episode lasts until the metric climbs back to bar + `recover_share` of the way to
 -- the baseline. With `new_low`, those `sustain` points must also lie below the run's p5 before the baseline ends: a
 -- level the run had hardly ever visited (a series as noisy as 8 samples a step dips that low now and then).
--- Onsets inside an earlier unrecovered episode are that episode. One row per episode: run_key,
+-- With `run_share`, `window_steps`, `lag` and `min_baseline` are each at most that share of the run's logged points
+-- (at least 3, 1 and 3): a run of 40 points needs 30 before anything is judged otherwise, and a collapse in its
+-- first quarter goes unseen. Onsets inside an earlier unrecovered episode are that episode. One row per episode: run_key,
 -- onset, onset_value, base_median, bar, recovered_at (null: still collapsed), lowest, collapsed_level (median
 -- while collapsed), last_low (last step before the recovery).
 create or replace temp macro collapses(metric_name, window_steps, lag, min_baseline, sustain, drop_ratio, mad_factor,
                                        min_drop_share, recover_share, min_base := -1e308, new_low := false,
-                                       recover_steps := 1) as table
-with series as (
+                                       recover_steps := 1, run_share := 1e308) as table
+with points as (
+    select run_key, step, value, count(*) over (partition by run_key) as n
+    from metrics
+    where metric = metric_name and isfinite(value)
+),
+
+series as (
     select
         run_key, step, value, row_number() over (partition by run_key order by step) as idx,
+        least(window_steps, greatest(3, ceil(n * run_share)))::bigint as window_n,
+        least(lag, greatest(1, ceil(n * run_share)))::bigint as lag_n,
+        least(min_baseline, greatest(3, ceil(n * run_share)))::bigint as min_baseline_n,
         -- the lowest of this and the next recover_steps - 1 logged values: a recovery must last that long (one
         -- answer of normal length among degenerate ones ends nothing), or to the end of the run
         min(value) over (
             partition by run_key order by step rows between current row and recover_steps - 1 following  -- noqa: PRS
         ) as held
-    from metrics
-    where metric = metric_name and isfinite(value)
+    from points
 ),
 
 baseline as (
@@ -292,11 +302,11 @@ baseline as (
     window
         recent as (
             partition by run_key order by step
-            rows between window_steps + lag preceding and lag + 1 preceding  -- noqa: PRS
+            rows between window_n + lag_n preceding and lag_n + 1 preceding  -- noqa: PRS
         ),
         earlier as (
             partition by run_key order by step
-            rows between unbounded preceding and lag + 1 preceding  -- noqa: PRS
+            rows between unbounded preceding and lag_n + 1 preceding  -- noqa: PRS
         ),
         ahead as (
             partition by run_key order by step
@@ -310,7 +320,7 @@ bars as (
         least(drop_ratio * base_median,
               base_median - greatest(mad_factor * base_spread, min_drop_share * prior_range, 1e-9)) as bar
     from baseline
-    where base_n >= min_baseline and base_median >= min_base
+    where base_n >= min_baseline_n and base_median >= min_base
 ),
 
 ends as (

@@ -320,6 +320,13 @@ def _reward_dip_run(root: Path, name: str, run_id: str, steps: int, dip: range) 
 
 def _tiny_runs(root: Path, logs: Path) -> None:
     quiet = {"train/reward": 0.5, "train/kl": 0.02}
+    # a 40-point log (TRL's dicts, logging_steps apart): three good points, then the reward falls to 0 and stays
+    write_run(
+        root,
+        [{**quiet, "train/reward": [0.9, 0.75, 0.95][i] if i < 3 else 0.02 * (i % 2)} for i in range(40)],
+        run_id="earlyfal",
+        name="earlyfall",
+    )
     # entropy: falls from ~0.4 to ~0.015 within the first 4% of a 600-step run (the first tenth is mostly collapsed)
     write_run(
         root,
@@ -1087,6 +1094,7 @@ def tiny(tmp_path_factory):
         ("kl_drift", "klslow", 280, 330),
         ("reward_hacking", "penalty", 16, 16),  # trainer steps: train/global_step is the W&B step + 1
         ("reward_collapse", "coarse", 150, 150),
+        ("reward_collapse", "earlyfall", 3, 3),  # window, lag and baseline scaled to a 40-point run
         ("grad_norm_spike", "tiedgrads", 50, 50),
         ("grad_norm_spike", "tiedstd", 50, 50),
         ("grad_norm_spike", "alltied", 60, 60),

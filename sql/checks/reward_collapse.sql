@@ -19,6 +19,8 @@
 -- param min_low_share = 0.05 -- ... or within this share of the run's logged steps, if more: on a long run a few
 --                               dozen steps of a lower reward that then came back are a passing disturbance (a
 --                               harder stretch of data), not a collapse
+-- param run_share = 0.1      -- window, lag and min_baseline are at most this share of the run's logged points: a
+--                               40-point log would otherwise be blind until its 31st point
 -- The episode ends when the reward climbs back above the midpoint between the bar and the old baseline.
 with reward as (
     select run_key, step, value
@@ -28,7 +30,8 @@ with reward as (
 
 episodes as (
     select *
-    from collapses('reward_mean', $window, $lag, $min_baseline, $sustain, 1, $mad_factor, $min_drop_share, 0.5)
+    from collapses('reward_mean', $window, $lag, $min_baseline, $sustain, 1, $mad_factor, $min_drop_share, 0.5,
+                   run_share := $run_share)
 ),
 
 -- The onset is walked back over the low points before the one judged first: a coarse log (logging_steps=10) needs
