@@ -262,9 +262,9 @@ from windows;
 -- level the run had hardly ever visited (a series as noisy as 8 samples a step dips that low now and then).
 -- With `run_share`, `window_steps`, `lag` and `min_baseline` are each at most that share of the run's logged points
 -- (at least 3, 1 and 3): a run of 40 points needs 30 before anything is judged otherwise, and a collapse in its
--- first quarter goes unseen. Onsets inside an earlier unrecovered episode are that episode. One row per episode: run_key,
--- onset, onset_value, base_median, bar, recovered_at (null: still collapsed), lowest, collapsed_level (median
--- while collapsed), last_low (last step before the recovery).
+-- first quarter goes unseen. Onsets inside an earlier unrecovered episode are that episode. One row per episode:
+-- run_key, onset, onset_value, base_median, bar, recovered_at (null: still collapsed), lowest, collapsed_level
+-- (median while collapsed), last_low (last step before the recovery).
 create or replace temp macro collapses(metric_name, window_steps, lag, min_baseline, sustain, drop_ratio, mad_factor,
                                        min_drop_share, recover_share, min_base := -1e308, new_low := false,
                                        recover_steps := 1, run_share := 1e308) as table
