@@ -644,3 +644,26 @@ def test_a_console_log_without_steps_says_its_steps_are_line_ordinals(tmp_path):
     stepped = report_json(settings, "stepped")
     assert stepped["sections"]["config_and_state"]["step_source"] == "logged"
     assert "the log prints no step" not in Path(stepped["files"]["markdown"]).read_text(encoding="utf-8")
+
+
+def test_a_curve_that_jumped_is_said_to_have_moved_though_it_has_no_steady_trend(tmp_path):
+    """Entropy at ~0.15 for ten logged points, then ~5 for thirty: a line through it has one long run of residuals,
+    and the slope's autocorrelation-corrected interval spans zero. The table must not leave it at "not
+    significant"; a curve that only wanders (no level change between its first and last tenth) still is."""
+    rng = random.Random(11)
+    rows = [
+        {"step": s, "reward": 0.5 + rng.gauss(0, 0.05), "entropy": (0.15 if s < 10 else 5.0) + rng.gauss(0, 0.03)}
+        for s in range(40)
+    ]
+    _jsonl(tmp_path / "logs" / "jump" / "metrics.jsonl", rows)
+    env = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_TRAINER_LOGS": str(tmp_path / "logs")}
+    grpolens("refresh", env=env, check=True)
+    doc = report_json(Settings(home=tmp_path / "home"), "jump")
+    entropy, reward = (doc["sections"]["learning_dynamics"][m] for m in ("entropy", "reward_mean"))
+    assert not entropy["trend"]["significant"] and entropy["tenths_shift"]["significant"], entropy
+    assert not reward["tenths_shift"]["significant"], reward
+    markdown = Path(doc["files"]["markdown"]).read_text(encoding="utf-8")
+    (entropy_row,) = [line for line in markdown.splitlines() if line.startswith("| entropy |")]
+    assert "(no steady trend, but it moved: 0.1" in entropy_row and "→ 5" in entropy_row, entropy_row
+    (reward_row,) = [line for line in markdown.splitlines() if line.startswith("| reward_mean |")]
+    assert "(not significant)" in reward_row, reward_row

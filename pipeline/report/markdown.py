@@ -44,6 +44,11 @@ def _trend(summary: dict) -> str:
     if not trend:
         return "–"
     word = "" if trend["significant"] else " (not significant)"
+    if not trend["significant"] and (summary.get("tenths_shift") or {}).get("significant"):
+        word = (
+            f" (no steady trend, but it moved: {summary['first_tenth_mean']:.3g} → {summary['last_tenth_mean']:.3g}, "
+            "means of the first and last tenth)"
+        )
     return f"{trend['slope']:+.3g} [{trend['ci'][0]:+.3g}, {trend['ci'][1]:+.3g}]{word}"
 
 

@@ -87,8 +87,23 @@ def summary(steps: np.ndarray, values: np.ndarray, higher_is_better: bool | None
     k = max(TENTH_MIN_POINTS, math.ceil(len(v) / 10))
     if len(v) >= 2 * k:  # a noisy curve's first and last points say little: where it started and ended
         out.update(first_tenth_mean=float(v[:k].mean()), last_tenth_mean=float(v[-k:].mean()), tenth_points=k)
+        out["tenths_shift"] = shift(v[:k], v[-k:])
     out["trend"] = trend(s, v)
     return out
+
+
+def shift(first: np.ndarray, last: np.ndarray) -> dict:
+    """Did the level move between the first and the last tenth? Welch's t on their means. A curve that jumps (entropy
+    0.18 for ten steps, then 5 for thirty) has no steady linear trend — its residuals from a line are one long run,
+    and the autocorrelation-corrected interval of the slope spans zero — yet it plainly changed."""
+    var_first, var_last = float(first.var(ddof=1)), float(last.var(ddof=1))
+    se2 = var_first / len(first) + var_last / len(last)
+    diff = float(last.mean() - first.mean())
+    if se2 <= 0:
+        return {"t": None, "significant": diff != 0}
+    df = se2**2 / ((var_first / len(first)) ** 2 / (len(first) - 1) + (var_last / len(last)) ** 2 / (len(last) - 1))
+    t = diff / math.sqrt(se2)
+    return {"t": t, "significant": abs(t) >= t_critical(df)}
 
 
 def percentile_rank(value: float, others: list[float]) -> float:
