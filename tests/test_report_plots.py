@@ -128,7 +128,8 @@ def test_open_ended_finding_shades_to_last_step_and_unplotted_metric_is_labelled
         assert len(kl.patches) == 1 and not first.patches  # only kl's own finding shades, the unplotted one nowhere
         span = kl.patches[0].get_bbox()  # axvspan's Rectangle, in data x
         assert (span.x0, span.x1) == (pytest.approx(80), pytest.approx(99))
-        assert [t.get_text() for t in first.texts] == ["mystery"] and [t.get_text() for t in kl.texts] == ["kl_spike"]
+        assert [t.get_text() for t in first.texts] == ["mystery (not_plotted)"]
+        assert [t.get_text() for t in kl.texts] == ["kl_spike"]
         assert fig.legends  # colours explained
     finally:
         plt.close(fig)
@@ -319,3 +320,19 @@ def test_markdown_image_round_trips(tmp_path):
     prefix = "![Elo (gap)](data:image/png;base64,"
     assert md.startswith(prefix) and md.endswith(")")
     assert base64.b64decode(md[len(prefix) : -1], validate=True) == path.read_bytes()
+
+
+def test_a_check_that_came_and_went_is_labelled_once_per_panel_with_its_count():
+    """67 episodes of one rule drew 67 overlapping labels: one label, at the first onset, says how many there were;
+    every episode still has its line and span."""
+    curves = _curves(frac_reward_zero_std=np.linspace(0, 1, 100), kl=np.linspace(0, 1, 100))
+    episodes = [
+        _finding(step=s, step_end=s + 2, metric="frac_reward_zero_std", check="reward_zero_variance", severity="warn")
+        for s in range(5, 95, 10)
+    ]
+    fig = plots.core_figure(curves, [*episodes, _finding(step=50, step_end=None, metric="kl", check="kl_spike")], "t")
+    try:
+        labels = sorted(([t.get_text() for t in ax.texts], len(ax.patches)) for ax in fig.axes)
+        assert labels == [(["kl_spike"], 1), (["reward_zero_variance ×9"], 9)], labels
+    finally:
+        plt.close(fig)

@@ -158,10 +158,18 @@ def core_figure(curves: pl.DataFrame, findings: list[dict], title: str) -> Figur
 
 
 def _draw_findings(panel: dict, findings: list[dict], lo: int, hi: int) -> list[dict]:
-    """Onset lines and spans on the panels (metric -> axes), one label per onset; returns the findings drawn."""
+    """Onset lines and spans on the panels (metric -> axes); returns the findings drawn. A check is labelled once
+    per panel, at its first onset, with the number of its episodes: a condition that came and went 67 times drew
+    67 overlapping labels. A finding on a metric with no panel of its own is labelled on the first panel with its
+    metric's name, or it would read as a finding about that panel's metric."""
     axes = list(panel.values())
     onsets = sorted((f for f in findings if f.get("step") is not None), key=lambda f: f["step"])
     stagger = {id(ax): 0 for ax in axes}  # labels on one panel step down so that close onsets stay readable
+    episodes: dict[tuple, int] = {}
+    for f in onsets:
+        key = (f.get("check"), f.get("metric"))
+        episodes[key] = episodes.get(key, 0) + 1
+    labelled: set[tuple] = set()
     for f in onsets:
         colour = SEVERITY_COLOURS.get(f.get("severity", ""), "grey")
         start = f["step"]
@@ -172,11 +180,17 @@ def _draw_findings(panel: dict, findings: list[dict], lo: int, hi: int) -> list[
                 ax.axvspan(start, end, color=colour, alpha=0.15, linewidth=0)
             else:
                 ax.axvline(start, color=colour, linewidth=0.6, alpha=0.3)
+        key = (f.get("check"), f.get("metric"))
+        if key in labelled:
+            continue
         ax = panel.get(f.get("metric"), axes[0])
+        elsewhere = f.get("metric") not in panel and f.get("metric")
+        labelled.add(key)
         level, stagger[id(ax)] = stagger[id(ax)], stagger[id(ax)] + 1
         right = start > lo + 0.7 * (hi - lo)  # near the right edge the label goes left of its line
+        count = episodes[key]
         ax.annotate(
-            str(f.get("check", "")),
+            str(f.get("check", "")) + (f" ×{count}" if count > 1 else "") + (f" ({elsewhere})" if elsewhere else ""),
             xy=(start, 0.95 - 0.13 * (level % 5)),
             xycoords=ax.get_xaxis_transform(),
             xytext=(-3 if right else 3, 0),
