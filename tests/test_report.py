@@ -323,6 +323,7 @@ def test_a_transient_error_is_said_wherever_the_verdict_is(tmp_path):
     root = doc["root_cause"]
     assert doc["verdict"] == "watch" and root["check"] == "kl_spike" and root["severity"] == "error", doc["findings"]
     assert root["transient"] and root["step"] == 100
+    assert root["consequences_until"] == 110  # what it caused would show within 10 logged steps of its end
     said = f"kl_spike (error, transient: ended at step {root['step_end']}) from step 100"
     assert doc["summary"].startswith(said), doc["summary"]
     text = Path(doc["files"]["markdown"]).read_text()
@@ -456,9 +457,10 @@ def test_pipeline_rates_are_compared_on_the_first_and_last_tenth_not_on_two_step
 
 
 def test_only_what_starts_at_or_after_the_root_cause_is_its_consequence():
-    """trl-qwen3-4b-mbpp-lengthgrowth (tests/fixtures/real-heldout): a KL spike at step 95 is the root cause, and
-    reward_plateau's "never improved", judged from step 5, was listed as its consequence. A finding that starts
-    before the root cause is related to it at most; one at its onset or after it within the window is a consequence."""
+    """trl-qwen3-4b-mbpp-lengthgrowth (tests/fixtures/real-heldout, logged every 5 steps): a KL spike at step 95 is
+    the root cause, and reward_plateau's "never improved", judged from step 5, was listed as its consequence. A
+    finding that starts before the root cause is related to it at most; one at its onset or after it, close enough
+    to the spike's end (10 logged intervals), is a consequence."""
     rules = {rule.name: rule for rule in checks.load_checks()}
 
     def finding(check, severity, step, end=None):
@@ -477,11 +479,11 @@ def test_only_what_starts_at_or_after_the_root_cause_is_its_consequence():
         [
             finding("kl_spike", "error", 95, 95),
             finding("reward_plateau", "warn", 5),
-            finding("response_length_growth", "warn", 160),
+            finding("response_length_growth", "warn", 120),
             finding("grad_norm_spike", "error", 95, 95),
         ],
         rules,
-        list(range(1, 1026)),
+        list(range(5, 1131, 5)),
     )
     by_check = {f["check"]: f for f in told.findings}
     assert told.root["check"] == "kl_spike"
@@ -548,6 +550,47 @@ def test_an_isolated_spike_the_run_recovered_from_is_transient():
     told = story.tell([spike, collapse], rules, list(range(200)))
     assert told.verdict == "unhealthy" and told.root["check"] == "response_length_collapse"
     assert not told.findings[1]["transient"] and told.findings[1]["related_to"] == "response_length_collapse"
+
+
+def _flag(check: str, severity: str, step: int, end: int | None = None, value=1.0, threshold=0.5) -> dict:
+    """One finding as the report reads an anomalies row."""
+    return {
+        "check": check,
+        "severity": severity,
+        "step": step,
+        "step_end": end,
+        "metric": "m",
+        "value": value,
+        "threshold": threshold,
+        "message": f"{check} at step {step}",
+    }
+
+
+def test_a_spike_the_run_recovered_from_explains_only_what_starts_close_to_its_end():
+    """verl-amd-grpo-deepseek7b-gsm8k (1,120 steps logged one by one, a story window of 168 steps): a 4.1x grad-norm
+    blip at step 179 was the root cause with reward_hacking, flagged 151 steps later, as its consequence; that late
+    finding also made the blip not transient while spikes 5x and 19x its size were. What a spike that ended caused
+    starts within 10 logged steps of its end; a spike followed by nothing it could have caused is transient, and a
+    transient finding is the root cause only when nothing else is."""
+    rules = {rule.name: rule for rule in checks.load_checks()}
+    spikes = [
+        _flag("grad_norm_spike", "error", 102, 102, 1.874, 0.2),
+        _flag("grad_norm_spike", "warn", 179, 179, 0.626, 0.6),
+        _flag("grad_norm_spike", "error", 431, 432, 5.113, 0.6),
+        _flag("grad_norm_spike", "error", 1036, 1036, 19.057, 1.0),
+    ]
+    hacking = _flag("reward_hacking", "warn", 330, 360)
+    told = story.tell([*spikes, hacking], rules, list(range(1, 1121)))
+    by_step = {f["step"]: f for f in told.findings}
+    assert all(by_step[s["step"]]["transient"] for s in spikes)
+    assert told.root["check"] == "reward_hacking" and told.verdict == "watch"
+    assert by_step[179]["consequence_of"] is None and by_step[179]["related_to"] is None  # 151 steps before it
+    # a collapse flagged 6 steps after a spike ended is its consequence, and makes it no passing spike
+    collapse = _flag("reward_collapse", "error", 185, None)
+    told = story.tell([dict(spikes[0], step=179, step_end=179), collapse], rules, list(range(1, 1121)))
+    assert told.root["check"] == "grad_norm_spike" and not told.root["transient"]
+    assert told.findings[1]["consequence_of"] == "grad_norm_spike"
+    assert told.verdict == "unhealthy"
 
 
 def test_good_bad_and_ugly_keep_a_finding_whole_up_to_its_advice():

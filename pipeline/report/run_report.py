@@ -75,6 +75,7 @@ def build(
         # a run with no reward logged is "healthy" on the few rules that could look at it: say how few
         "rules_applied": [sum(not lacking(rule, logged) for rule in rules), len(rules)],
         "root_cause": {k: root[k] for k in ("check", "severity", "step", "step_end", "transient", "message")}
+        | {"consequences_until": story.reach(root, told.window, told.lag)}
         if root
         else None,
         "findings": [
