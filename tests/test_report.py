@@ -9,6 +9,7 @@ import math
 import random
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from pipeline import checks
@@ -591,6 +592,28 @@ def test_a_spike_the_run_recovered_from_explains_only_what_starts_close_to_its_e
     assert told.root["check"] == "grad_norm_spike" and not told.root["transient"]
     assert told.findings[1]["consequence_of"] == "grad_norm_spike"
     assert told.verdict == "unhealthy"
+
+
+def test_the_bad_calls_transient_exactly_the_episodes_the_json_calls_transient():
+    """A root-cause spike (followed by a plateau) folded in "The Bad" with three later spikes of its rule that the run
+    recovered from read "grad_norm_spike (step 100, transient)" beside a JSON root cause that is not transient: the
+    folded line carried its worst episode's flag for all of them."""
+    from pipeline.report import sections
+    from pipeline.report.frames import RunData
+
+    rules = {rule.name: rule for rule in checks.load_checks()}
+    findings = [
+        _flag("grad_norm_spike", "warn", 100, 100, 0.6, 0.15),
+        _flag("reward_plateau", "warn", 104, None),
+        *(_flag("grad_norm_spike", "warn", s, s, 1.5, 0.15) for s in (300, 500, 700)),
+    ]
+    told = story.tell(findings, rules, list(range(1, 1001)))
+    assert told.root["step"] == 100 and not told.root["transient"]
+    data = RunData(run={}, metrics=pl.DataFrame(), findings=told.findings)
+    bad = sections.good_bad_ugly(data, {}, told.findings, list(rules.values()))["bad"]
+    spikes = [line for line in bad if line.startswith("grad_norm_spike")]
+    assert spikes[0].startswith("grad_norm_spike (step 100): "), bad
+    assert spikes[1].startswith("grad_norm_spike (step 300, transient): ") and "3 episodes" in spikes[1], bad
 
 
 def test_good_bad_and_ugly_keep_a_finding_whole_up_to_its_advice():
