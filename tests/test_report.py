@@ -616,6 +616,29 @@ def test_the_bad_calls_transient_exactly_the_episodes_the_json_calls_transient()
     assert spikes[1].startswith("grad_norm_spike (step 300, transient): ") and "3 episodes" in spikes[1], bad
 
 
+def test_a_short_episode_at_the_first_steps_explains_nothing_that_outlasts_it():
+    """rhosweep-q7b-rho0.10 (40 logged steps): 10%, 5%, 10%, 2.5% of responses cut on the first steps and none after
+    (response_truncation from step 1 to 5) was the root cause of the reward's plateau at its ceiling and of 75-87%
+    of groups tied all run, and "Raise the response length limit" came first. Onsets a few logged steps apart
+    cannot be ordered: the finding that lasts is the root cause, whatever order the rules' rows came in."""
+    rules = {rule.name: rule for rule in checks.load_checks()}
+    findings = [
+        _flag("response_truncation", "warn", 1, 5, 0.055, 0.05),
+        _flag("reward_plateau", "warn", 1, None),
+        _flag("reward_zero_variance", "warn", 1, 27, 0.75, 0.5),
+        _flag("grad_norm_vanishing", "warn", 2, None),
+        _flag("reward_zero_variance", "warn", 30, None, 0.69, 0.5),
+    ]
+    for ordered in (findings, findings[::-1]):
+        told = story.tell(ordered, rules, list(range(1, 41)))
+        assert told.root["check"] == "reward_zero_variance" and told.root["step"] == 1, told.root
+        by_check = {f["check"]: f for f in told.findings}
+        assert by_check["reward_plateau"]["consequence_of"] == "reward_zero_variance"
+        assert by_check["grad_norm_vanishing"]["consequence_of"] == "reward_zero_variance"
+        assert told.actions[0]["because"] == ["reward_zero_variance"], told.actions
+        assert all(a["lever"] != "length_limit" for a in told.actions[:3]), told.actions
+
+
 def test_good_bad_and_ugly_keep_a_finding_whole_up_to_its_advice():
     from pipeline.report.sections import first_clause
 
