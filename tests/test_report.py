@@ -639,6 +639,38 @@ def test_a_short_episode_at_the_first_steps_explains_nothing_that_outlasts_it():
         assert all(a["lever"] != "length_limit" for a in told.actions[:3]), told.actions
 
 
+def test_a_condition_that_held_before_the_root_cause_is_none_of_its_consequences():
+    """trl-finqa-agent-2400-console: tied groups (reward_zero_variance) came and went from step 4 (57% of steps tied
+    before step 576, 60% after), and truncation flagged at error from step 576 took 14 of its 67 episodes, those
+    starting in its window, as its consequences. A rule whose condition held when the root cause began, and is not
+    one event with it, is no consequence of it at any episode; one that held only long before can be."""
+    rules = {rule.name: rule for rule in checks.load_checks()}
+    tied = [(4, 15), (25, 37), (119, 143), (259, 345), (468, 591), (594, 607), (617, 633), (656, 696), (971, 1019)]
+    truncation = _flag("response_truncation", "error", 576, 614, 0.15, 0.15)
+    vanishing = _flag("grad_norm_vanishing", "warn", 600, 640)
+    told = story.tell(
+        [truncation, vanishing, *(_flag("reward_zero_variance", "warn", s, e, 0.6) for s, e in tied)],
+        rules,
+        list(range(1, 2401)),
+    )
+    assert told.root["check"] == "response_truncation"
+    assert all(f["consequence_of"] is None for f in told.findings if f["check"] == "reward_zero_variance")
+    assert next(f for f in told.findings if f["check"] == "grad_norm_vanishing")["consequence_of"] == (
+        "response_truncation"
+    )
+    assert run_report._summary(told) == "response_truncation from step 576, with 1 consequence; 1 other finding"
+    # ties that ended 550 steps before the truncation and came back after it started can be its effect
+    told = story.tell(
+        [truncation, *(_flag("reward_zero_variance", "warn", s, e, 0.6) for s, e in [(4, 15), (594, 607)])],
+        rules,
+        list(range(1, 2401)),
+    )
+    assert [f["consequence_of"] for f in told.findings if f["check"] == "reward_zero_variance"] == [
+        "response_truncation",
+        None,
+    ]
+
+
 def test_good_bad_and_ugly_keep_a_finding_whole_up_to_its_advice():
     from pipeline.report.sections import first_clause
 
