@@ -671,6 +671,23 @@ def test_a_condition_that_held_before_the_root_cause_is_none_of_its_consequences
     ]
 
 
+def test_the_verdict_line_counts_the_rules_a_root_cause_explains_not_their_episodes():
+    """Two episodes of tied groups after a truncation are one consequence, not two: the line counts rules."""
+    rules = {rule.name: rule for rule in checks.load_checks()}
+    told = story.tell(
+        [
+            _flag("response_truncation", "error", 100, None, 0.2, 0.15),
+            _flag("reward_zero_variance", "warn", 105, 110),
+            _flag("reward_zero_variance", "warn", 112, 120),
+            _flag("kl_spike", "warn", 600, 600),
+            _flag("kl_spike", "warn", 800, 800),
+        ],
+        rules,
+        list(range(1, 1001)),
+    )
+    assert run_report._summary(told) == "response_truncation from step 100, with 1 consequence; 1 other finding"
+
+
 def test_good_bad_and_ugly_keep_a_finding_whole_up_to_its_advice():
     from pipeline.report.sections import first_clause
 
