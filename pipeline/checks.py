@@ -232,7 +232,8 @@ def run_checks(
 
 def fold_recurring(rows: list[dict], check_field: str = "check_name") -> list[dict]:
     """Flags for reading: FOLD_AT or more episodes of one rule on one run at one severity (and, in a report, in one
-    place of its story) as one row, where the first of them was, that tells the worst and how many there were.
+    place of its story and transient or not, as a folded row carries its worst episode's flags for all of them) as
+    one row, where the first of them was, that tells the worst and how many there were.
 
     A signal that hovers at a rule's threshold over a long run comes and goes many times (a public 2,400-step TRL
     run: 68 episodes of zero-variance groups, 60 of a vanishing grad norm), and one line each buries the rest.
@@ -242,7 +243,14 @@ def fold_recurring(rows: list[dict], check_field: str = "check_name") -> list[di
     hides among the others), and the longest too when that is another."""
 
     def key(row: dict) -> tuple:
-        return (row.get("run_key"), row[check_field], row["severity"], row.get("consequence_of"), row.get("related_to"))
+        return (
+            row.get("run_key"),
+            row[check_field],
+            row["severity"],
+            row.get("consequence_of"),
+            row.get("related_to"),
+            row.get("transient"),
+        )
 
     groups: dict[tuple, list[dict]] = {}
     for row in rows:

@@ -70,8 +70,12 @@ def render(doc: dict, out_dir: Path) -> str:
         said = f"{story.severity_said(root)}; it weighs as a warning" if root.get("transient") else root["severity"]
         lines += [f"**Root cause:** `{root['check']}` ({said}) from step {root['step']}: {root['message']}"]
         window = f"{doc['story_window_steps']:.0f} steps"
+        until, end = root.get("consequences_until"), root["step_end"]
+        after = f"within {window} after it"
+        if until is not None and end is not None and until >= end:  # an episode that ended explains less
+            after = f"by step {until}, {until - end} step{'s' * (until - end != 1)} after it ended"
         for key, heading in (
-            ("consequence_of", f"Consequences (starting at its onset or within {window} after it):"),
+            ("consequence_of", f"Consequences (starting at its onset or {after}):"),
             ("related_to", f"Related (starting within {window} before it, so not its consequences):"),
         ):
             told = [f for f in doc["findings"] if f.get(key) == root["check"]]

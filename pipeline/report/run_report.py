@@ -15,7 +15,7 @@ from typing import Any
 
 import polars as pl
 
-from pipeline.checks import Check, fold_recurring, lacking
+from pipeline.checks import Check, lacking
 from pipeline.report import frames, markdown, sections, story
 
 RUN_KEY_FILE = ".run_key"  # in a report folder: whose report it is, so two runs with one name never share a folder
@@ -75,6 +75,7 @@ def build(
         # a run with no reward logged is "healthy" on the few rules that could look at it: say how few
         "rules_applied": [sum(not lacking(rule, logged) for rule in rules), len(rules)],
         "root_cause": {k: root[k] for k in ("check", "severity", "step", "step_end", "transient", "message")}
+        | {"consequences_until": story.reach(root, told.window, told.lag)}
         if root
         else None,
         "findings": [
@@ -129,10 +130,12 @@ def _summary(told: story.Story) -> str:
     during = {id(f) for f in own if f["step"] is not None and root["step"] <= f["step"] <= end}  # another branch
     again = [f for f in own if f["severity"] != "info" and id(f) not in during]  # the condition came back
     told_apart = {id(root)} | {id(f) for f in own}
-    rest = fold_recurring([f for f in told.findings if id(f) not in told_apart], "check")
-    others = sum(f["consequence_of"] == root["check"] for f in rest)
-    related = sum(f["related_to"] == root["check"] for f in rest)
-    more = sum(f["severity"] in ("warn", "error") and not (f["consequence_of"] or f["related_to"]) for f in rest)
+    rest = [f for f in told.findings if id(f) not in told_apart]
+    # rules, not episodes: two episodes of one rule are one consequence, however the text folds them
+    others = len({f["check"] for f in rest if f["consequence_of"] == root["check"]})
+    related = len({f["check"] for f in rest if f["related_to"] == root["check"]})
+    told_with = {f["check"] for f in rest if f["consequence_of"] or f["related_to"]}
+    more = len({f["check"] for f in rest if f["severity"] in ("warn", "error")} - told_with)
     tail = f" (and {len(again)} more time{'s' * (len(again) != 1)})" if again else ""
     tail += f", with {others} consequence{'s' * (others != 1)}" if others else ""
     tail += f"{' and' if others else ', with'} {related} related finding{'s' * (related != 1)}" if related else ""
