@@ -948,6 +948,23 @@ def _tiny_runs(root: Path, logs: Path) -> None:
     lines = [{"step": s, "train/loss": 0.1 + 0.001 * s} for s in range(20)]
     lines += [{"step": s, "train/loss": 0.2 + 0.001 * s} for s in range(10, 20)]
     (logs / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    # 1,600 steps of one prompt's group each: all its answers cut on a step every 100 steps, and on three steps within
+    # 20 (800, 817, 819: 15 % of that window's answers, 1.2 % of the run's); then 40 % of them cut on steps 1200-1259
+    cut = {*range(100, 1600, 100), 817, 819}
+    (logs.parent / "sparsecuts").mkdir()
+    (logs.parent / "sparsecuts" / "metrics.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {
+                    "step": i,
+                    "reward": 0.5 + 0.05 * math.sin(i),
+                    "completions/clipped_ratio": 1.0 if i in cut else 0.4 if 1200 <= i < 1260 else 0.0,
+                }
+            )
+            + "\n"
+            for i in range(1, 1601)
+        )
+    )
     # a hand-written trainer's console (MiniMind's print): a flat reward, KL to the reference hovering around 0
     (logs.parent / "minimind").mkdir()
     (logs.parent / "minimind" / "train_grpo.log").write_text(
@@ -1324,6 +1341,14 @@ def test_a_mean_length_that_never_moves_shows_no_cap(tiny):
     assert tiny("response_truncation")["shortanswer"] == []
     (flat,) = tiny("response_truncation", {"ceiling_spread": 0})["shortanswer"]
     assert flat["metric"] == "response_length_mean" and "(5 tokens)" in flat["message"], flat
+
+
+def test_truncation_is_a_share_sustained_over_a_stretch_of_the_run(tiny):
+    """On a long run whose steps hold one prompt's group each, a few groups of long answers make any 20 steps look
+    truncated (three of them: 15 %, the error line): the share is judged over a twentieth of the run, so 1.2 % of the
+    run's answers cut a few at a time is no finding, and 60 steps with 40 % of them cut still are one, from there."""
+    (flag,) = tiny("response_truncation")["sparsecuts"]
+    assert flag["severity"] == "error" and 1200 <= flag["step"] <= 1215, flag
 
 
 def test_a_boolean_logged_where_a_metric_is_expected_is_no_value_of_it(tmp_path):

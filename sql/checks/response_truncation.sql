@@ -9,6 +9,10 @@
 -- param error_share = 0.15   -- serious (reference: >= 15%; > 50% means most samples are cut)
 -- param smooth = 20          -- judged on the mean share of the last this many logged steps (a pooled share:
 --                               sparse truncation, 1 of 2 samples on a few steps, still adds up)
+-- param window_share = 0.05  -- ... or of this share of the run's logged steps when that is more: a finding is a
+--                               share sustained over a stretch of the run, and when each step holds one prompt's
+--                               group, three groups of long answers (all 8 cut) in 20 steps of a 2,400-step run
+--                               make 15 % there while 1.6 % of the run's answers were cut
 -- param sustain = 3          -- for at least this many consecutive logged steps
 -- param min_window = 5       -- an episode's worst share counts windows of at least this many logged steps (the
 --                               run's first steps have shorter ones: one cut batch at step 1 alone reads as 100 %)
@@ -77,15 +81,21 @@ shares as (
     where m.metric = 'response_length_mean' and isfinite(m.value)
 ),
 
-smoothed as (
+numbered as (
     select
         *,
         row_number() over (partition by run_key order by step) as idx,
-        count(*) over (partition by run_key) as n,
-        avg(share) over recent as level,
-        count(*) over recent as k
+        count(*) over (partition by run_key) as n
     from shares
-    window recent as (partition by run_key order by step rows between $smooth - 1 preceding and current row)
+),
+
+smoothed as (
+    select *, avg(share) over recent as level, count(*) over recent as k
+    from numbered
+    window recent as (
+        partition by run_key order by step
+        rows between greatest($smooth, round($window_share * n)) - 1 preceding and current row  -- noqa: PRS
+    )
 ),
 
 high as (
