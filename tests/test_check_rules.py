@@ -949,7 +949,7 @@ def _tiny_runs(root: Path, logs: Path) -> None:
     lines += [{"step": s, "train/loss": 0.2 + 0.001 * s} for s in range(10, 20)]
     (logs / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     # 1,600 steps of one prompt's group each: all its answers cut on a step every 100 steps, and on three steps within
-    # 20 (800, 817, 819: 15 % of that window's answers, 1.2 % of the run's); then 40 % of them cut on steps 1200-1259
+    # 20 (800, 817, 819: 15 % of that window's answers, 1.2 % of the run's); then 40 % of them cut from step 1500 on
     cut = {*range(100, 1600, 100), 817, 819}
     (logs.parent / "sparsecuts").mkdir()
     (logs.parent / "sparsecuts" / "metrics.jsonl").write_text(
@@ -958,7 +958,7 @@ def _tiny_runs(root: Path, logs: Path) -> None:
                 {
                     "step": i,
                     "reward": 0.5 + 0.05 * math.sin(i),
-                    "completions/clipped_ratio": 1.0 if i in cut else 0.4 if 1200 <= i < 1260 else 0.0,
+                    "completions/clipped_ratio": 1.0 if i in cut else 0.4 if i >= 1500 else 0.0,
                 }
             )
             + "\n"
@@ -1117,10 +1117,16 @@ def test_targeted_details(tiny):
     (dip,) = tiny("reward_collapse", {"min_low": 1, "min_low_share": 0})["rewarddip"]  # seen, let go: back within 10
     assert 40 <= dip["step"] <= 42 and dip["step_end"] is not None, dip
     (early,) = tiny("response_truncation")["earlyclip"]
-    assert early["message"].startswith("34% of responses were cut at the maximum length (over 8 steps) from step 1;")
+    assert early["message"].startswith(
+        f"34% of responses were cut at the maximum length (in the worst 8-step window), 5% or more for "
+        f"{early['step_end']} logged steps from step 1 to step {early['step_end']};"
+    )
     (sometimes,) = tiny("response_truncation")["sometimes"]
     assert sometimes["severity"] == "error" and sometimes["value"] == 0.25
-    assert "was at the maximum (510 tokens) on up to 25% of the logged steps (over 8 steps)" in sometimes["message"]
+    assert (
+        "was at the maximum (510 tokens) on up to 25% of the logged steps (in the worst 20-step window)"
+        in (sometimes["message"])
+    )
     (double,) = tiny("duplicate_steps")["doublelog"]
     assert double["metric"] == "train/global_step" and double["value"] == 20
     (barely,) = tiny("too_conservative")["k1kl"]
@@ -1346,9 +1352,14 @@ def test_a_mean_length_that_never_moves_shows_no_cap(tiny):
 def test_truncation_is_a_share_sustained_over_a_stretch_of_the_run(tiny):
     """On a long run whose steps hold one prompt's group each, a few groups of long answers make any 20 steps look
     truncated (three of them: 15 %, the error line): the share is judged over a twentieth of the run, so 1.2 % of the
-    run's answers cut a few at a time is no finding, and 60 steps with 40 % of them cut still are one, from there."""
+    run's answers cut a few at a time is no finding, and 100 steps with 40 % of them cut still are one, from there.
+    The message names the worst window as a window, and says how long the share held: to the end of the run."""
     (flag,) = tiny("response_truncation")["sparsecuts"]
-    assert flag["severity"] == "error" and 1200 <= flag["step"] <= 1215, flag
+    assert flag["severity"] == "error" and 1500 <= flag["step"] <= 1515 and flag["step_end"] is None, flag
+    assert flag["message"].startswith(
+        f"{100 * flag['value']:.0f}% of responses were cut at the maximum length (in the worst 80-step window), 5% or "
+        f"more for {1601 - flag['step']} logged steps from step {flag['step']} to the end of the run;"
+    ), flag
 
 
 def test_a_boolean_logged_where_a_metric_is_expected_is_no_value_of_it(tmp_path):

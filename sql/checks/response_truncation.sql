@@ -114,8 +114,10 @@ episodes as (
         any_value(n) as n,
         count(*) as steps,
         coalesce(max(level) filter (where k >= least($min_window, n)), max(level)) as worst,
-        -- the steps that worst share is the mean of: fewer than `smooth` at the start of a run
-        coalesce(arg_max(k, level) filter (where k >= least($min_window, n)), arg_max(k, level)) as worst_k,
+        -- the window that worst share is the mean of (fewer steps than `smooth` at the start of a run), the widest
+        -- of those that reach it: a run cut at 100 % throughout reaches it in its first window of `min_window` steps
+        coalesce(arg_max(k, (level, k)) filter (where k >= least($min_window, n)), arg_max(k, (level, k)))
+            as worst_k,
         max(mean_length) as mean_length
     from high
     group by run_key, episode
@@ -133,17 +135,22 @@ select
     $warn_share as threshold,
     case
         when metric = 'response_clip_ratio' then
-            printf('%.0f%% of responses were cut at the maximum length (over %d steps) from step %d; their '
-                   || 'rewards and advantages are computed on unfinished answers: raise the length limit, '
-                   || 'add an overlong penalty, or mask truncated samples', 100 * worst, worst_k, onset)
+            printf('%.0f%% of responses were cut at the maximum length (in the worst %d-step window), %.0f%% or more '
+                   || 'for %d logged steps from step %d%s; their rewards and advantages are computed on unfinished '
+                   || 'answers: raise the length limit, add an overlong penalty, or mask truncated samples',
+                   100 * worst, worst_k, 100 * $warn_share, steps, onset, until)
         when worst >= $pinned_share then
-            printf('mean response length sat at the maximum (%.0f tokens) from step %d for %d logged steps: '
+            printf('mean response length sat at the maximum (%.0f tokens) for %d logged steps from step %d%s: '
                    || 'nearly every response is cut off; raise the length limit or penalise overlong answers',
-                   mean_length, onset, steps)
+                   mean_length, steps, onset, until)
         else
-            printf('mean response length was at the maximum (%.0f tokens) on up to %.0f%% of the logged steps '
-                   || '(over %d steps) from step %d, for %d logged steps: on those steps nearly every response '
-                   || 'was cut off; raise the length limit or penalise overlong answers', mean_length, 100 * worst,
-                   worst_k, onset, steps)
+            printf('mean response length was at the maximum (%.0f tokens) on up to %.0f%% of the logged steps (in '
+                   || 'the worst %d-step window), %.0f%% or more for %d logged steps from step %d%s: on those steps '
+                   || 'nearly every response was cut off; raise the length limit or penalise overlong answers',
+                   mean_length, 100 * worst, worst_k, 100 * $warn_share, steps, onset, until)
     end as message
-from episodes
+from (
+    -- how long the share stayed at or above the warning line, said as such: an episode is not its worst window
+    select *, case when last_idx < n then printf(' to step %d', last_step) else ' to the end of the run' end as until
+    from episodes
+) as told
