@@ -1110,7 +1110,7 @@ def test_targeted_details(tiny):
     (early,) = tiny("kl_drift")["klearly"]
     assert early["severity"] == "error" and "far above the reference" in early["message"]
     (pinned,) = tiny("response_truncation")["pinned"]
-    assert pinned["metric"] == "response_length_mean" and pinned["severity"] == "error"
+    assert pinned["metric"] == "response_clip_ratio" and pinned["severity"] == "error"
     assert "at the maximum" in pinned["message"] and "of the logged steps" not in pinned["message"]
     assert tiny("response_truncation")["noisytop"] == []
     assert tiny("reward_collapse")["rewarddip"] == []
@@ -1341,12 +1341,25 @@ def test_a_fall_a_long_run_came_back_from_soon_is_a_dip(tiny):
     assert 200 <= dip["step"] <= 202 and dip["step_end"] is not None, dip
 
 
+def test_a_truncation_flag_is_a_share_of_cut_responses_however_it_was_read(tiny):
+    """pinned logs no truncated share: its mean length sits at max_completion_length (508-510 of 512) from step 10,
+    so the share judged is that of such steps, 1. The flag's metric says what its value is a share of (cut
+    responses, response_clip_ratio, as for a run that logs it), never response_length_mean, whose value 1 would read
+    as a mean length of 1 token; the length is in the message."""
+    (pinned,) = tiny("response_truncation")["pinned"]
+    (sometimes,) = tiny("response_truncation")["sometimes"]
+    (measured,) = tiny("response_truncation")["earlyclip"]
+    for flag in (pinned, sometimes, measured):
+        assert flag["metric"] == "response_clip_ratio" and 0.05 <= flag["value"] <= 1, flag
+    assert pinned["value"] == 1 and "sat at the maximum (510 tokens)" in pinned["message"], pinned
+
+
 def test_a_mean_length_that_never_moves_shows_no_cap(tiny):
     """Without a configured limit or a logged maximum, a cap is inferred from a mean length that keeps hitting its own
     maximum; one that never was more than a tenth below it (a fixed-length answer) reveals none."""
     assert tiny("response_truncation")["shortanswer"] == []
     (flat,) = tiny("response_truncation", {"ceiling_spread": 0})["shortanswer"]
-    assert flat["metric"] == "response_length_mean" and "(5 tokens)" in flat["message"], flat
+    assert flat["metric"] == "response_clip_ratio" and "(5 tokens)" in flat["message"], flat
 
 
 def test_truncation_is_a_share_sustained_over_a_stretch_of_the_run(tiny):

@@ -26,7 +26,9 @@
 -- the limit nearly every response was cut, and the share judged is that of such steps (the message says so when
 -- not every step is one). The limit is the configured one (TRL max_completion_length, verl
 -- data.max_response_length), else the longest response_length_max logged, else a ceiling the mean length itself
--- keeps hitting (older TRL logs only completion_length).
+-- keeps hitting (older TRL logs only completion_length). Either way the flag's value is a share of cut responses
+-- (or of steps whose responses were nearly all cut), so its metric is response_clip_ratio: a value of 1 under
+-- response_length_mean would read as a length of 1 token; the message gives the length.
 with clip as (
     select run_key, step, value
     from metrics
@@ -68,13 +70,13 @@ limits as (
 
 -- the share of truncated responses, measured or (fallback) 1 when the mean is pinned at the limit, else 0
 shares as (
-    select run_key, step, value as share, 'response_clip_ratio' as metric, null::double as mean_length
+    select run_key, step, value as share, true as measured, null::double as mean_length
     from clip
     union all
     select
         m.run_key, m.step,
         case when m.value >= $pinned_share * l.max_length then 1.0 else 0.0 end as share,
-        'response_length_mean' as metric,
+        false as measured,
         m.value as mean_length
     from metrics as m
     join limits as l on m.run_key = l.run_key and l.max_length > 0
@@ -107,7 +109,7 @@ high as (
 episodes as (
     select
         run_key,
-        any_value(metric) as metric,
+        bool_and(measured) as measured,
         min(step) as onset,
         max(step) as last_step,
         max(idx) as last_idx,
@@ -130,11 +132,11 @@ select
     case when worst >= $error_share then 'error' else 'warn' end as severity,
     onset as step,
     case when last_idx < n then last_step end as step_end,
-    metric,
+    'response_clip_ratio' as metric,
     worst as value,
     $warn_share as threshold,
     case
-        when metric = 'response_clip_ratio' then
+        when measured then
             printf('%.0f%% of responses were cut at the maximum length (in the worst %d-step window), %.0f%% or more '
                    || 'for %d logged steps from step %d%s; their rewards and advantages are computed on unfinished '
                    || 'answers: raise the length limit, add an overlong penalty, or mask truncated samples',
