@@ -659,6 +659,13 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="alltied1",
         name="alltied",
     )
+    # older TRL on a task it always solves: reward_std 0 on every step (every group tied, read from reward_std only)
+    write_run(
+        root,
+        [{"train/reward": 1.0, "train/reward_std": 0.0, "train/global_step": i + 1} for i in range(40)],
+        run_id="stdtied1",
+        name="stdalltied",
+    )
     # a run that starts to solve every prompt at trainer step 41 (all groups tied from there, the grad norm as
     # before) and spikes to 20 on its sixth tied step: too few tied steps for a baseline of their own, so the spike
     # is judged against every step
@@ -1323,6 +1330,16 @@ def test_a_zero_variance_flag_is_a_share_of_tied_groups_however_it_was_read(tiny
     assert measured["message"].startswith(f"{100 * measured['value']:.0f}% of reward groups had zero variance")
     assert derived["message"].startswith(f"at least {100 * derived['value']:.0f}% of reward groups had zero variance")
     assert "a step of reward_std 0 counts as all tied" in derived["message"]
+
+
+def test_a_zero_variance_flag_over_groups_that_all_tied_says_all(tiny):
+    """Every group tied on every step: "all reward groups", whether read from frac_reward_zero_std or from a
+    reward_std of 0 on every step, where "at least 100%" would be the lower bound of a share that cannot be higher."""
+    flags = tiny("reward_zero_variance")
+    (measured,), (derived,) = flags["alltied"], flags["stdalltied"]
+    for flag in (measured, derived):
+        assert flag["severity"] == "error" and flag["value"] == 1, flag
+        assert flag["message"].startswith("all reward groups had zero variance (mean over 10-step windows"), flag
 
 
 def test_no_gradient_where_every_group_tied_is_the_zero_variance_cause_not_a_vanishing_gradient(tiny):
