@@ -551,7 +551,7 @@ def test_an_isolated_spike_the_run_recovered_from_is_transient():
 
 
 def test_good_bad_and_ugly_keep_a_finding_whole_up_to_its_advice():
-    from pipeline.report.sections import first_clause
+    from pipeline.checks import first_clause
 
     penalty = (
         "penalty no_cheating fired on 7 of 40 logged steps (down to -0.2; first at steps 5, 10): each time the "
