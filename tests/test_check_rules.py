@@ -921,7 +921,8 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="barely01",
         name="barelyrose",
     )
-    # verl: every step a little slower, 62 s to 180 s over 60 steps (no single drop a trailing baseline would see)
+    # verl: every step a little slower, 62 s to 180 s over 60 steps (no single drop a trailing baseline would see), 16
+    # prompts of 8 rollouts a step by its config
     write_run(
         root,
         [
@@ -931,6 +932,7 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="slowing1",
         name="slowing",
         project="verl-grpo",
+        config={"data": {"train_batch_size": 16}, "actor_rollout_ref": {"rollout": {"n": 8}}},
     )
     # Diplomacy league: the base model climbs past the checkpoints from step 40 (the gap shrinks, no decline)
     rows = []
@@ -1291,6 +1293,33 @@ def test_parameters_may_be_given_as_int_or_float(tiny):
         as_int = {k: int(v) for k, v in numbers.items() if float(v).is_integer()}
         for overrides in (as_float, as_int):
             tiny(rule.name, overrides)  # raises on a query error
+
+
+def test_a_throughput_drop_says_its_unit_and_each_fall_from_the_figures_it_prints(tiny):
+    """timing logs its step time and nothing that counts trajectories: its rate is steps per second, and the flag says
+    so (unit and metric); slowing's config counts 16 x 8 trajectories a step. Each percentage is the fall of the
+    figure printed beside it: the rate at the onset, then the lowest (the flag's value) when it went lower still."""
+    (steps,) = tiny("throughput_drop")["timing"]
+    (counted,) = tiny("throughput_drop")["slowing"]
+    assert steps["metric"] == "steps_per_s" and counted["metric"] == "trajectories_per_s"
+    fell = re.match(
+        r"throughput fell from (\S+) to (\S+) steps/s at step \d+ \(-(\d+)%\)(?:, (\S+) at its lowest \(-(\d+)%\))?;",
+        steps["message"],
+    )
+    assert fell, steps["message"]
+    base, onset, pct, lowest, low_pct = fell.groups()
+    assert int(pct) == pytest.approx(100 * (1 - float(onset) / float(base)), abs=1), steps["message"]
+    if lowest is not None:
+        assert float(lowest) == pytest.approx(steps["value"], rel=1e-2) and float(lowest) < float(onset)
+        assert int(low_pct) == pytest.approx(100 * (1 - float(lowest) / float(base)), abs=1), steps["message"]
+    else:
+        assert float(onset) == pytest.approx(steps["value"], rel=1e-2), steps["message"]
+    start, end = re.search(
+        r"fell steadily over the run: (\S+) trajectories/s over its first fifth, (\S+) over its last",
+        counted["message"],
+    ).groups()
+    # the first fifth: 128 trajectories over a median step of 73 s
+    assert float(start) == pytest.approx(128 / 73, rel=0.01) and float(end) == pytest.approx(counted["value"], rel=1e-2)
 
 
 def test_a_tinker_log_is_read_on_the_canonical_metrics(tiny):
