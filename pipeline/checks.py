@@ -279,7 +279,8 @@ def _folded(episodes: list[dict]) -> dict:
     longest = max(ordered, key=length)
     excess = _past_bar(ordered)
     worst = max(ordered, key=lambda r: (excess[id(r)], length(r))) if excess else longest
-    head, sep, advice = (worst["message"] or "").partition("; ")
+    message = worst["message"] or ""
+    head = first_clause(message)  # the note goes after what was found, outside the rule's own brackets
     until = f"step {last}" if last is not None else "the end"
     told = f"{len(ordered)} episodes from step {ordered[0]['step']} to {until}"
     if not excess:
@@ -289,8 +290,23 @@ def _folded(episodes: list[dict]) -> dict:
     else:
         which = f"the worst of {told}; the longest: step {span(longest)}"
     return dict(
-        worst, step=ordered[0]["step"], step_end=last, episodes=len(ordered), message=f"{head} ({which}){sep}{advice}"
+        worst,
+        step=ordered[0]["step"],
+        step_end=last,
+        episodes=len(ordered),
+        message=f"{head} ({which}){message[len(head) :]}",
     )
+
+
+def first_clause(message: str) -> str:
+    """A rule's message up to its first "; " outside brackets: what it found, before its advice. A "; " inside
+    "(down to -0.2; first at steps …)" is part of the finding."""
+    depth = 0
+    for i, char in enumerate(message):
+        depth += (char in "([") - (char in ")]")
+        if depth <= 0 and message.startswith("; ", i):
+            return message[:i]
+    return message
 
 
 def _past_bar(episodes: list[dict]) -> dict[int, float]:

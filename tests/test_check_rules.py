@@ -693,6 +693,13 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="alltied1",
         name="alltied",
     )
+    # older TRL on a task it always solves: reward_std 0 on every step (every group tied, read from reward_std only)
+    write_run(
+        root,
+        [{"train/reward": 1.0, "train/reward_std": 0.0, "train/global_step": i + 1} for i in range(40)],
+        run_id="stdtied1",
+        name="stdalltied",
+    )
     # a run that starts to solve every prompt at trainer step 41 (all groups tied from there, the grad norm as
     # before) and spikes to 20 on its sixth tied step: too few tied steps for a baseline of their own, so the spike
     # is judged against every step
@@ -968,7 +975,8 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="barely01",
         name="barelyrose",
     )
-    # verl: every step a little slower, 62 s to 180 s over 60 steps (no single drop a trailing baseline would see)
+    # verl: every step a little slower, 62 s to 180 s over 60 steps (no single drop a trailing baseline would see), 16
+    # prompts of 8 rollouts a step by its config
     write_run(
         root,
         [
@@ -978,6 +986,7 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="slowing1",
         name="slowing",
         project="verl-grpo",
+        config={"data": {"train_batch_size": 16}, "actor_rollout_ref": {"rollout": {"n": 8}}},
     )
     # Diplomacy league: the base model climbs past the checkpoints from step 40 (the gap shrinks, no decline)
     rows = []
@@ -1002,6 +1011,23 @@ def _tiny_runs(root: Path, logs: Path) -> None:
     lines = [{"step": s, "train/loss": 0.1 + 0.001 * s} for s in range(20)]
     lines += [{"step": s, "train/loss": 0.2 + 0.001 * s} for s in range(10, 20)]
     (logs / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    # 1,600 steps of one prompt's group each: all its answers cut on a step every 100 steps, and on three steps within
+    # 20 (800, 817, 819: 15 % of that window's answers, 1.2 % of the run's); then 40 % of them cut from step 1500 on
+    cut = {*range(100, 1600, 100), 817, 819}
+    (logs.parent / "sparsecuts").mkdir()
+    (logs.parent / "sparsecuts" / "metrics.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {
+                    "step": i,
+                    "reward": 0.5 + 0.05 * math.sin(i),
+                    "completions/clipped_ratio": 1.0 if i in cut else 0.4 if i >= 1500 else 0.0,
+                }
+            )
+            + "\n"
+            for i in range(1, 1601)
+        )
+    )
     # a hand-written trainer's console (MiniMind's print): a flat reward, KL to the reference hovering around 0
     (logs.parent / "minimind").mkdir()
     (logs.parent / "minimind" / "train_grpo.log").write_text(
@@ -1148,17 +1174,23 @@ def test_targeted_details(tiny):
     (early,) = tiny("kl_drift")["klearly"]
     assert early["severity"] == "error" and "far above the reference" in early["message"]
     (pinned,) = tiny("response_truncation")["pinned"]
-    assert pinned["metric"] == "response_length_mean" and pinned["severity"] == "error"
+    assert pinned["metric"] == "response_clip_ratio" and pinned["severity"] == "error"
     assert "at the maximum" in pinned["message"] and "of the logged steps" not in pinned["message"]
     assert tiny("response_truncation")["noisytop"] == []
     assert tiny("reward_collapse")["rewarddip"] == []
     (dip,) = tiny("reward_collapse", {"min_low": 1, "min_low_share": 0})["rewarddip"]  # seen, let go: back within 10
     assert 40 <= dip["step"] <= 42 and dip["step_end"] is not None, dip
     (early,) = tiny("response_truncation")["earlyclip"]
-    assert early["message"].startswith("34% of responses were cut at the maximum length (over 8 steps) from step 1;")
+    assert early["message"].startswith(
+        f"34% of responses were cut at the maximum length (in the worst 8-step window), 5% or more for "
+        f"{early['step_end']} logged steps from step 1 to step {early['step_end']};"
+    )
     (sometimes,) = tiny("response_truncation")["sometimes"]
     assert sometimes["severity"] == "error" and sometimes["value"] == 0.25
-    assert "was at the maximum (510 tokens) on up to 25% of the logged steps (over 8 steps)" in sometimes["message"]
+    assert (
+        "was at the maximum (510 tokens) on up to 25% of the logged steps (in the worst 20-step window)"
+        in (sometimes["message"])
+    )
     (double,) = tiny("duplicate_steps")["doublelog"]
     assert double["metric"] == "train/global_step" and double["value"] == 20
     (barely,) = tiny("too_conservative")["k1kl"]
@@ -1327,6 +1359,33 @@ def test_parameters_may_be_given_as_int_or_float(tiny):
             tiny(rule.name, overrides)  # raises on a query error
 
 
+def test_a_throughput_drop_says_its_unit_and_each_fall_from_the_figures_it_prints(tiny):
+    """timing logs its step time and nothing that counts trajectories: its rate is steps per second, and the flag says
+    so (unit and metric); slowing's config counts 16 x 8 trajectories a step. Each percentage is the fall of the
+    figure printed beside it: the rate at the onset, then the lowest (the flag's value) when it went lower still."""
+    (steps,) = tiny("throughput_drop")["timing"]
+    (counted,) = tiny("throughput_drop")["slowing"]
+    assert steps["metric"] == "steps_per_s" and counted["metric"] == "trajectories_per_s"
+    fell = re.match(
+        r"throughput fell from (\S+) to (\S+) steps/s at step \d+ \(-(\d+)%\)(?:, (\S+) at its lowest \(-(\d+)%\))?;",
+        steps["message"],
+    )
+    assert fell, steps["message"]
+    base, onset, pct, lowest, low_pct = fell.groups()
+    assert int(pct) == pytest.approx(100 * (1 - float(onset) / float(base)), abs=1), steps["message"]
+    if lowest is not None:
+        assert float(lowest) == pytest.approx(steps["value"], rel=1e-2) and float(lowest) < float(onset)
+        assert int(low_pct) == pytest.approx(100 * (1 - float(lowest) / float(base)), abs=1), steps["message"]
+    else:
+        assert float(onset) == pytest.approx(steps["value"], rel=1e-2), steps["message"]
+    start, end = re.search(
+        r"fell steadily over the run: (\S+) trajectories/s over its first fifth, (\S+) over its last",
+        counted["message"],
+    ).groups()
+    # the first fifth: 128 trajectories over a median step of 73 s
+    assert float(start) == pytest.approx(128 / 73, rel=0.01) and float(end) == pytest.approx(counted["value"], rel=1e-2)
+
+
 def test_a_tinker_log_is_read_on_the_canonical_metrics(tiny):
     """Tinker logs the share of groups with mixed rewards; the alias seed turns it into the share of tied groups
     (1 - it), so a run whose groups all agree from step 30 is one with no learning signal left."""
@@ -1366,6 +1425,16 @@ def test_a_zero_variance_flag_is_a_share_of_tied_groups_however_it_was_read(tiny
     assert "a step of reward_std 0 counts as all tied" in derived["message"]
 
 
+def test_a_zero_variance_flag_over_groups_that_all_tied_says_all(tiny):
+    """Every group tied on every step: "all reward groups", whether read from frac_reward_zero_std or from a
+    reward_std of 0 on every step, where "at least 100%" would be the lower bound of a share that cannot be higher."""
+    flags = tiny("reward_zero_variance")
+    (measured,), (derived,) = flags["alltied"], flags["stdalltied"]
+    for flag in (measured, derived):
+        assert flag["severity"] == "error" and flag["value"] == 1, flag
+        assert flag["message"].startswith("all reward groups had zero variance (mean over 10-step windows"), flag
+
+
 def test_no_gradient_where_every_group_tied_is_the_zero_variance_cause_not_a_vanishing_gradient(tiny):
     """Ten steps whose reward groups all tied have a zero grad norm by construction: reward_zero_variance names that
     cause; grad_norm_vanishing is for a gradient that vanished while the rewards still differed."""
@@ -1395,12 +1464,38 @@ def test_entropy_collapse_within_the_first_tenth_hovering_at_its_bar_and_a_dip(t
     assert found["entdip"] == []
 
 
+def test_a_truncation_flag_is_a_share_of_cut_responses_however_it_was_read(tiny):
+    """pinned logs no truncated share: its mean length sits at max_completion_length (508-510 of 512) from step 10,
+    so the share judged is that of such steps, 1. The flag's metric says what its value is a share of (cut
+    responses, response_clip_ratio, as for a run that logs it), never response_length_mean, whose value 1 would read
+    as a mean length of 1 token; the length is in the message."""
+    (pinned,) = tiny("response_truncation")["pinned"]
+    (sometimes,) = tiny("response_truncation")["sometimes"]
+    (measured,) = tiny("response_truncation")["earlyclip"]
+    for flag in (pinned, sometimes, measured):
+        assert flag["metric"] == "response_clip_ratio" and 0.05 <= flag["value"] <= 1, flag
+    assert pinned["value"] == 1 and "sat at the maximum (510 tokens)" in pinned["message"], pinned
+
+
 def test_a_mean_length_that_never_moves_shows_no_cap(tiny):
     """Without a configured limit or a logged maximum, a cap is inferred from a mean length that keeps hitting its own
     maximum; one that never was more than a tenth below it (a fixed-length answer) reveals none."""
     assert tiny("response_truncation")["shortanswer"] == []
     (flat,) = tiny("response_truncation", {"ceiling_spread": 0})["shortanswer"]
-    assert flat["metric"] == "response_length_mean" and "(5 tokens)" in flat["message"], flat
+    assert flat["metric"] == "response_clip_ratio" and "(5 tokens)" in flat["message"], flat
+
+
+def test_truncation_is_a_share_sustained_over_a_stretch_of_the_run(tiny):
+    """On a long run whose steps hold one prompt's group each, a few groups of long answers make any 20 steps look
+    truncated (three of them: 15 %, the error line): the share is judged over a twentieth of the run, so 1.2 % of the
+    run's answers cut a few at a time is no finding, and 100 steps with 40 % of them cut still are one, from there.
+    The message names the worst window as a window, and says how long the share held: to the end of the run."""
+    (flag,) = tiny("response_truncation")["sparsecuts"]
+    assert flag["severity"] == "error" and 1500 <= flag["step"] <= 1515 and flag["step_end"] is None, flag
+    assert flag["message"].startswith(
+        f"{100 * flag['value']:.0f}% of responses were cut at the maximum length (in the worst 80-step window), 5% or "
+        f"more for {1601 - flag['step']} logged steps from step {flag['step']} to the end of the run;"
+    ), flag
 
 
 def test_a_boolean_logged_where_a_metric_is_expected_is_no_value_of_it(tmp_path):

@@ -244,6 +244,36 @@ def test_a_folded_line_names_the_worst_episode_not_only_the_longest():
     assert "(the worst and longest of 3 episodes from step 10 to step 85)" in same["message"]
 
 
+def test_a_folded_line_tells_its_episodes_outside_the_rules_brackets():
+    """A rule's own brackets may hold a "; " ("(median; up to 63%)"): the fold's note goes after what was found, before
+    the advice, never inside them; a message without advice gets it at its end."""
+
+    def phase(step, end, share):
+        return {
+            "run_key": "r",
+            "check_name": "phase_bottleneck",
+            "severity": "info",
+            "step": step,
+            "step_end": end,
+            "value": share,
+            "threshold": 0.6,
+            "message": f"phase gen took {share:.0%} of the step time (median; up to 63%) from step {step} for 17 "
+            "logged steps: it is the bottleneck; speed it up (or overlap it) before tuning anything else",
+        }
+
+    (folded,) = checks.fold_recurring([phase(4, 20, 0.62), phase(40, 45, 0.61), phase(90, 95, 0.61)])
+    assert folded["message"] == (
+        "phase gen took 62% of the step time (median; up to 63%) from step 4 for 17 logged steps: it is the bottleneck "
+        "(the worst and longest of 3 episodes from step 4 to step 95); speed it up (or overlap it) before tuning "
+        "anything else"
+    )
+    bare = [{**phase(s, s + 5, 0.62), "message": "phase gen took 62% (median; up to 63%)"} for s in (4, 40, 90)]
+    (folded,) = checks.fold_recurring(bare)
+    assert folded["message"] == (
+        "phase gen took 62% (median; up to 63%) (the worst and longest of 3 episodes from step 4 to step 95)"
+    )
+
+
 def test_the_readme_table_lists_every_rule_with_its_thresholds():
     """README's check table is the rules' headers: a threshold changed in a rule file must change there too."""
     from pipeline.settings import PROJECT_ROOT

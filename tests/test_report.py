@@ -272,6 +272,11 @@ def test_a_condition_that_comes_and_goes_is_one_line_in_text_and_every_episode_i
     assert [f["step"] for f in doc["findings"] if f["check"] == "reward_zero_variance"] == [24, 64, 104, 144, 184]
     bad = [b for b in doc["sections"]["good_bad_ugly"]["bad"] if b.startswith("reward_zero_variance")]
     assert len(bad) == 1 and "5 episodes" in bad[0]
+    # the findings table's value is that of the episode its folded line tells (the worst), as in the lists above
+    told = grpolens("report", "flicker", env=env, check=True).stdout
+    (row,) = [line for line in told.splitlines() if line.startswith("| warn | reward_zero_variance |")]
+    assert row.split(" | ")[2:5] == ["24+ (5 episodes)", "frac_reward_zero_std", "0.825"], row
+    assert "83% of reward groups had zero variance" in bad[0] and "(the worst of 5 episodes" in bad[0], bad
     # reward_plateau's "never improved" is judged from step 0, before the first tied step: related, not a consequence
     assert doc["summary"] == "reward_zero_variance from step 24 (and 4 more times), with 1 related finding", doc[
         "summary"
@@ -691,7 +696,7 @@ def test_the_verdict_line_counts_the_rules_a_root_cause_explains_not_their_episo
 
 
 def test_good_bad_and_ugly_keep_a_finding_whole_up_to_its_advice():
-    from pipeline.report.sections import first_clause
+    from pipeline.checks import first_clause
 
     penalty = (
         "penalty no_cheating fired on 7 of 40 logged steps (down to -0.2; first at steps 5, 10): each time the "

@@ -88,6 +88,7 @@ def build(
                     "step_end",
                     "metric",
                     "value",
+                    "threshold",  # what a folded line measures its worst episode by (checks.fold_recurring)
                     "message",
                     "consequence_of",
                     "related_to",

@@ -11,7 +11,7 @@ from typing import cast
 
 import polars as pl
 
-from pipeline.checks import Check, fold_recurring, lacking
+from pipeline.checks import Check, first_clause, fold_recurring, lacking
 from pipeline.report import stats
 from pipeline.report.frames import CORE_METRICS, RunData
 
@@ -372,17 +372,6 @@ def constant_kl(data: RunData) -> float | None:
     if kl.len() < MIN_POINTS or kl.min() != kl.max():
         return None
     return float(kl[0])
-
-
-def first_clause(message: str) -> str:
-    """A rule's message up to its first "; " outside brackets: what it found, before its advice. A "; " inside
-    "(down to -0.2; first at steps …)" is part of the finding."""
-    depth = 0
-    for i, char in enumerate(message):
-        depth += (char in "([") - (char in ")]")
-        if depth <= 0 and message.startswith("; ", i):
-            return message[:i]
-    return message
 
 
 def good_bad_ugly(data: RunData, dynamics: dict, findings: list[dict], rules: list[Check]) -> dict:

@@ -9,6 +9,10 @@
 -- param error_share = 0.15   -- serious (reference: >= 15%; > 50% means most samples are cut)
 -- param smooth = 20          -- judged on the mean share of the last this many logged steps (a pooled share:
 --                               sparse truncation, 1 of 2 samples on a few steps, still adds up)
+-- param window_share = 0.05  -- ... or of this share of the run's logged steps when that is more: a finding is a
+--                               share sustained over a stretch of the run, and when each step holds one prompt's
+--                               group, three groups of long answers (all 8 cut) in 20 steps of a 2,400-step run
+--                               make 15 % there while 1.6 % of the run's answers were cut
 -- param sustain = 3          -- for at least this many consecutive logged steps
 -- param min_window = 5       -- an episode's worst share counts windows of at least this many logged steps (the
 --                               run's first steps have shorter ones: one cut batch at step 1 alone reads as 100 %)
@@ -22,7 +26,9 @@
 -- the limit nearly every response was cut, and the share judged is that of such steps (the message says so when
 -- not every step is one). The limit is the configured one (TRL max_completion_length, verl
 -- data.max_response_length), else the longest response_length_max logged, else a ceiling the mean length itself
--- keeps hitting (older TRL logs only completion_length).
+-- keeps hitting (older TRL logs only completion_length). Either way the flag's value is a share of cut responses
+-- (or of steps whose responses were nearly all cut), so its metric is response_clip_ratio: a value of 1 under
+-- response_length_mean would read as a length of 1 token; the message gives the length.
 with clip as (
     select run_key, step, value
     from metrics
@@ -64,28 +70,34 @@ limits as (
 
 -- the share of truncated responses, measured or (fallback) 1 when the mean is pinned at the limit, else 0
 shares as (
-    select run_key, step, value as share, 'response_clip_ratio' as metric, null::double as mean_length
+    select run_key, step, value as share, true as measured, null::double as mean_length
     from clip
     union all
     select
         m.run_key, m.step,
         case when m.value >= $pinned_share * l.max_length then 1.0 else 0.0 end as share,
-        'response_length_mean' as metric,
+        false as measured,
         m.value as mean_length
     from metrics as m
     join limits as l on m.run_key = l.run_key and l.max_length > 0
     where m.metric = 'response_length_mean' and isfinite(m.value)
 ),
 
-smoothed as (
+numbered as (
     select
         *,
         row_number() over (partition by run_key order by step) as idx,
-        count(*) over (partition by run_key) as n,
-        avg(share) over recent as level,
-        count(*) over recent as k
+        count(*) over (partition by run_key) as n
     from shares
-    window recent as (partition by run_key order by step rows between $smooth - 1 preceding and current row)
+),
+
+smoothed as (
+    select *, avg(share) over recent as level, count(*) over recent as k
+    from numbered
+    window recent as (
+        partition by run_key order by step
+        rows between greatest($smooth, round($window_share * n)) - 1 preceding and current row  -- noqa: PRS
+    )
 ),
 
 high as (
@@ -97,15 +109,17 @@ high as (
 episodes as (
     select
         run_key,
-        any_value(metric) as metric,
+        bool_and(measured) as measured,
         min(step) as onset,
         max(step) as last_step,
         max(idx) as last_idx,
         any_value(n) as n,
         count(*) as steps,
         coalesce(max(level) filter (where k >= least($min_window, n)), max(level)) as worst,
-        -- the steps that worst share is the mean of: fewer than `smooth` at the start of a run
-        coalesce(arg_max(k, level) filter (where k >= least($min_window, n)), arg_max(k, level)) as worst_k,
+        -- the window that worst share is the mean of (fewer steps than `smooth` at the start of a run), the widest
+        -- of those that reach it: a run cut at 100 % throughout reaches it in its first window of `min_window` steps
+        coalesce(arg_max(k, (level, k)) filter (where k >= least($min_window, n)), arg_max(k, (level, k)))
+            as worst_k,
         max(mean_length) as mean_length
     from high
     group by run_key, episode
@@ -118,22 +132,27 @@ select
     case when worst >= $error_share then 'error' else 'warn' end as severity,
     onset as step,
     case when last_idx < n then last_step end as step_end,
-    metric,
+    'response_clip_ratio' as metric,
     worst as value,
     $warn_share as threshold,
     case
-        when metric = 'response_clip_ratio' then
-            printf('%.0f%% of responses were cut at the maximum length (over %d steps) from step %d; their '
-                   || 'rewards and advantages are computed on unfinished answers: raise the length limit, '
-                   || 'add an overlong penalty, or mask truncated samples', 100 * worst, worst_k, onset)
+        when measured then
+            printf('%.0f%% of responses were cut at the maximum length (in the worst %d-step window), %.0f%% or more '
+                   || 'for %d logged steps from step %d%s; their rewards and advantages are computed on unfinished '
+                   || 'answers: raise the length limit, add an overlong penalty, or mask truncated samples',
+                   100 * worst, worst_k, 100 * $warn_share, steps, onset, until)
         when worst >= $pinned_share then
-            printf('mean response length sat at the maximum (%.0f tokens) from step %d for %d logged steps: '
+            printf('mean response length sat at the maximum (%.0f tokens) for %d logged steps from step %d%s: '
                    || 'nearly every response is cut off; raise the length limit or penalise overlong answers',
-                   mean_length, onset, steps)
+                   mean_length, steps, onset, until)
         else
-            printf('mean response length was at the maximum (%.0f tokens) on up to %.0f%% of the logged steps '
-                   || '(over %d steps) from step %d, for %d logged steps: on those steps nearly every response '
-                   || 'was cut off; raise the length limit or penalise overlong answers', mean_length, 100 * worst,
-                   worst_k, onset, steps)
+            printf('mean response length was at the maximum (%.0f tokens) on up to %.0f%% of the logged steps (in '
+                   || 'the worst %d-step window), %.0f%% or more for %d logged steps from step %d%s: on those steps '
+                   || 'nearly every response was cut off; raise the length limit or penalise overlong answers',
+                   mean_length, 100 * worst, worst_k, 100 * $warn_share, steps, onset, until)
     end as message
-from episodes
+from (
+    -- how long the share stayed at or above the warning line, said as such: an episode is not its worst window
+    select *, case when last_idx < n then printf(' to step %d', last_step) else ' to the end of the run' end as until
+    from episodes
+) as told

@@ -74,9 +74,15 @@ select
     'frac_reward_zero_std' as metric,
     mean_share as value,
     $max_share as threshold,
-    printf('%s%.0f%% of reward groups had zero variance (mean over %d-step windows%s) for %d logged steps from step '
+    printf('%s reward groups had zero variance (mean over %d-step windows%s) for %d logged steps from step '
            || '%d: their advantages are 0 and they teach nothing; use harder prompts (or filter solved ones), more '
-           || 'generations per prompt, or a finer-grained reward', case when from_std then 'at least ' else '' end,
-           100 * mean_share, $smooth::bigint,
-           case when from_std then '; a step of reward_std 0 counts as all tied' else '' end, steps, onset) as message
+           || 'generations per prompt, or a finer-grained reward',
+           -- every group tied on every step is "all", not "at least 100%"; a share that rounds to 100 is "over 99%"
+           case
+               when mean_share >= 1 - 1e-9 then 'all'
+               when mean_share >= 0.995 then 'over 99% of'
+               else printf('%s%.0f%% of', case when from_std then 'at least ' else '' end, 100 * mean_share)
+           end,
+           $smooth::bigint, case when from_std then '; a step of reward_std 0 counts as all tied' else '' end, steps,
+           onset) as message
 from episodes

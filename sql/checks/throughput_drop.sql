@@ -17,8 +17,10 @@
 -- is frozen at the onset so the episode lasts until the rate really recovers (to within half the drop). Slow
 -- drifts (responses growing longer) move the baseline along and are not drops; a slowdown that adds up over the
 -- run is the second finding: the rate of the last fifth at most `run_slowdown` times that of the first fifth
--- (step time grown 2x or more, #12 class 8), reported where the trailing median first fell `max_drop` below it. `requires` is empty because the
--- inputs are alternatives (step_time_s, or phase_rollout_s + phase_training_s); no single metric is needed.
+-- (step time grown 2x or more, #12 class 8), reported where the trailing median first fell `max_drop` below it.
+-- With no count of trajectories per step (none logged, no verl batch config) the rate is steps per second, and the
+-- flag says so: its unit and metric are steps/s and steps_per_s. `requires` is empty because the inputs are
+-- alternatives (step_time_s, or phase_rollout_s + phase_training_s); no single metric is needed.
 with per_step as (
     select
         run_key,
@@ -44,8 +46,7 @@ batch as (
             try_cast(config ->> '$."data.train_batch_size"' as double)
                 * try_cast(config ->> '$."actor_rollout_ref.rollout.n"' as double),
             try_cast(config -> '$.data' ->> '$.train_batch_size' as double)
-                * try_cast(config -> '$.actor_rollout_ref' -> '$.rollout' ->> '$.n' as double),
-            1
+                * try_cast(config -> '$.actor_rollout_ref' -> '$.rollout' ->> '$.n' as double)
         ) as per_step
     from runs
 ),
@@ -54,9 +55,20 @@ rates as (
     select
         p.run_key,
         p.step,
-        coalesce(p.logged_rate, coalesce(p.trajectories, b.per_step) / nullif(p.seconds, 0)) as rate
+        coalesce(p.logged_rate, coalesce(p.trajectories, b.per_step, 1) / nullif(p.seconds, 0)) as rate,
+        -- trajectories counted (a rate logged, a count per step), or else one per step: the rate is steps/s
+        coalesce(p.logged_rate, p.trajectories, b.per_step) is not null as counted
     from per_step as p
     left join batch as b using (run_key)
+),
+
+units as (
+    select
+        run_key,
+        case when bool_and(counted) then 'trajectories/s' else 'steps/s' end as unit,
+        case when bool_and(counted) then 'trajectories_per_s' else 'steps_per_s' end as metric
+    from rates
+    group by run_key
 ),
 
 smoothed as (
@@ -107,12 +119,15 @@ ends as (
 episodes as (
     select
         e.*,
+        u.unit,
+        u.metric,
         (select min(s.current_rate) from smoothed as s
          where s.run_key = e.run_key and s.step >= e.onset
             and s.step < coalesce(e.recovered_at, 9223372036854775807)) as lowest,
         (select max(s.step) from smoothed as s
          where s.run_key = e.run_key and s.step < coalesce(e.recovered_at, 9223372036854775807)) as last_low
     from ends as e
+    join units as u on e.run_key = u.run_key
     where not exists (
         select 1 from ends as previous
         where previous.run_key = e.run_key and previous.onset < e.onset
@@ -126,12 +141,15 @@ select
     'warn' as severity,
     onset as step,
     case when recovered_at is not null then last_low end as step_end,
-    'trajectories_per_s' as metric,
+    metric,
     lowest as value,
     (1 - $max_drop) * base_rate as threshold,
-    printf('throughput fell from %.3g to %.3g trajectories/s at step %d (-%.0f%%)%s; look for a slow phase '
+    -- each figure with its own fall: the rate at the onset, then the lowest (the flag's value) when it went lower
+    printf('throughput fell from %.3g to %.3g %s at step %d (-%.0f%%)%s%s; look for a slow phase '
            || '(step_time_breakdown), longer responses, inference queueing or a degraded node', base_rate,
-           onset_rate, onset, 100 * (1 - lowest / base_rate),
+           onset_rate, unit, onset, 100 * (1 - onset_rate / base_rate),
+           case when lowest < onset_rate then printf(', %.3g at its lowest (-%.0f%%)', lowest,
+                                                     100 * (1 - lowest / base_rate)) else '' end,
            case when recovered_at is not null then printf(', back from step %d', recovered_at) else '' end)
         as message
 from episodes
@@ -144,16 +162,18 @@ select
     'warn' as severity,
     onset as step,
     null::bigint as step_end,
-    'trajectories_per_s' as metric,
+    metric,
     end_rate as value,
     $run_slowdown * start_rate as threshold,
-    printf('throughput fell steadily over the run: %.3g trajectories/s over its first fifth, %.3g over its last (step '
-           || 'time x%.1f), below -%.0f%% from step %d; look at what grows with it (response length, a slow phase in '
-           || 'step_time_breakdown, memory pressure) before the run gets slower still', start_rate, end_rate,
+    printf('throughput fell steadily over the run: %.3g %s over its first fifth, %.3g over its last (step time '
+           || 'x%.1f), below -%.0f%% from step %d; look at what grows with it (response length, a slow phase in '
+           || 'step_time_breakdown, memory pressure) before the run gets slower still', start_rate, unit, end_rate,
            start_rate / end_rate, 100 * $max_drop::double, onset) as message
 from (
     select
         s.run_key,
+        any_value(u.unit) as unit,
+        any_value(u.metric) as metric,
         any_value(f.start_rate) as start_rate,
         any_value(f.end_rate) as end_rate,
         min(s.step) filter (where s.recent <= (1 - $max_drop) * f.start_rate) as onset
@@ -172,7 +192,8 @@ from (
               from rates where rate > 0 and isfinite(rate)) as numbered
         group by run_key
         having any_value(n) >= 10
-    ) as f using (run_key)
+    ) as f on s.run_key = f.run_key
+    join units as u on s.run_key = u.run_key
     group by s.run_key
 ) as whole
 where end_rate <= $run_slowdown * start_rate
