@@ -643,6 +643,16 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="noisygn1",
         name="noisyspike",
     )
+    # ms-swift logging every step: on a fifth of the steps every group tied (reward_std 0) and the grad norm is the
+    # KL term's alone (~0.0005 against ~0.15). Tied trainer step 81 jumps 6x the tied steps (0.003, still 50x below
+    # the ordinary ones); ordinary step 56 spikes to 0.9 (6x), tied step 104 to 1.8 (12x the ordinary steps)
+    rows = []
+    for i in range(120):
+        tied = i % 10 in (0, 3)
+        grad = 0.0005 * (1 + 0.2 * math.sin(i)) if tied else 0.15 * (1 + 0.1 * math.sin(i))
+        grad = {80: 0.003, 55: 0.9, 103: 1.8}.get(i, grad)
+        rows.append({"train/reward_std": 0.0 if tied else 0.3, "train/grad_norm": grad, "train/global_step": i + 1})
+    write_run(root, rows, run_id="kltied01", name="kltied")
     # a run that has solved its prompts: every group tied at every step, a grad norm of ~0.25 all the same (this
     # trainer's tied steps are not the KL term's alone), and a spike to 2.1 at trainer step 60
     write_run(
@@ -1300,6 +1310,17 @@ def test_a_zero_variance_flag_is_a_share_of_tied_groups_however_it_was_read(tiny
     assert measured["message"].startswith(f"{100 * measured['value']:.0f}% of reward groups had zero variance")
     assert derived["message"].startswith(f"at least {100 * derived['value']:.0f}% of reward groups had zero variance")
     assert "a step of reward_std 0 counts as all tied" in derived["message"]
+
+
+def test_a_tied_step_spikes_only_above_the_ordinary_steps_too(tiny):
+    """A KL-only grad norm on a tied step that jumps 6x is no spike while it stays far below the steps that learnt
+    (a real ms-swift run had it as its worst spike, at 0.017 against ordinary steps of ~0.7); one past both is, and
+    is told against the ordinary steps' median (12x, not thousands of times the KL-only norm)."""
+    flags = sorted(tiny("grad_norm_spike")["kltied"], key=lambda r: r["step"])
+    assert [(r["step"], r["step_end"]) for r in flags] == [(56, 56), (104, 104)], flags
+    assert flags[1]["threshold"] == pytest.approx(4 * 0.15, rel=0.1), flags[1]  # min_ratio x the ordinary median
+    ratio, level = re.search(r"([\d.]+)x its recent median of ([\d.]+) ", flags[1]["message"]).groups()
+    assert 10 <= float(ratio) <= 14 and 0.13 <= float(level) <= 0.17 and flags[1]["severity"] == "error", flags[1]
 
 
 def test_no_gradient_where_every_group_tied_is_the_zero_variance_cause_not_a_vanishing_gradient(tiny):

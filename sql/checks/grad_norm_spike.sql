@@ -15,10 +15,12 @@
 --                               of its baseline window (and min_ratio times its median)
 -- Grad norms are roughly log-normal, so the baseline lives in log space: a 2x bump on a noisy run and a 2x bump
 -- on a quiet one are judged against each run's own spread. Consecutive spiking steps are one episode.
--- A step whose reward groups were all tied (frac_reward_zero_std 1, or reward_std 0) is judged against tied steps
--- only, and the other steps against the others: with no advantage its gradient can be the KL term's alone, a
--- thousand times smaller, so on a run that solves most prompts the ordinary steps between such steps would read as
--- spikes (a real TRL run: 17 false errors); and a run tied at nearly every step still has a baseline to spike from.
+-- A step whose reward groups were all tied (frac_reward_zero_std 1, or reward_std 0) has no advantage, and its
+-- gradient can be the KL term's alone, a thousand times smaller: the ordinary steps are judged against the ordinary
+-- ones only (else, on a run that solves most prompts, those between tied steps read as spikes: a real TRL run had 17
+-- false errors), and a tied step against the tied steps and the ordinary ones both (else a KL-only norm that jumps
+-- 6x, still a hundred times below the ordinary steps, reads as the run's worst spike: a real ms-swift run); a run
+-- tied at nearly every step still has a baseline to spike from.
 select
     run_key,
     'grad_norm_spike' as check_name,
