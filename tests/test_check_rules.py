@@ -1323,6 +1323,18 @@ def test_a_tied_step_spikes_only_above_the_ordinary_steps_too(tiny):
     assert 10 <= float(ratio) <= 14 and 0.13 <= float(level) <= 0.17 and flags[1]["severity"] == "error", flags[1]
 
 
+def test_a_grad_norm_spike_is_advised_a_clip_below_it(tiny):
+    """A spike to 0.9 from a median of 0.15 (a real TRL run: 0.904 from 0.18) is advised a max_grad_norm that would
+    have capped it, at most twice that median, not the 1.0 that leaves it as it was (nor one looser than a clip the
+    run may have); the recommendation names no fixed clip."""
+    (spike,) = [r for r in tiny("grad_norm_spike")["kltied"] if r["step"] == 56]
+    clip = float(re.search(r"max_grad_norm at most ([\d.]+), twice that median", spike["message"]).group(1))
+    assert clip == pytest.approx(0.3, rel=0.1) and clip < spike["value"] == pytest.approx(0.9), spike["message"]
+    (rule,) = [rule for rule in checks.load_checks() if rule.name == "grad_norm_spike"]
+    (advice,) = [a for a in rule.advice if a.lever == "grad_clip"]
+    assert "1.0" not in advice.text and "at most twice the usual grad norm" in advice.text
+
+
 def test_no_gradient_where_every_group_tied_is_the_zero_variance_cause_not_a_vanishing_gradient(tiny):
     """Ten steps whose reward groups all tied have a zero grad norm by construction: reward_zero_variance names that
     cause; grad_norm_vanishing is for a gradient that vanished while the rewards still differed."""

@@ -3,7 +3,7 @@
 -- reads: metrics
 -- requires: grad_norm
 -- role: symptom
--- advice: grad_clip down: Clip gradients (max_grad_norm about 1.0)
+-- advice: grad_clip down: Clip gradients below the spikes (max_grad_norm at most twice the usual grad norm)
 -- advice: learning_rate down: Lower the learning rate
 -- advice: bad_batch do: Look for a bad batch at the onset step
 -- param window = 20          -- logged steps in the trailing baseline (the step itself excluded)
@@ -21,6 +21,9 @@
 -- false errors), and a tied step against the tied steps and the ordinary ones both (else a KL-only norm that jumps
 -- 6x, still a hundred times below the ordinary steps, reads as the run's worst spike: a real ms-swift run); a run
 -- tied at nearly every step still has a baseline to spike from.
+-- The clip advised is at most twice the recent median, not a fixed 1.0: a max_grad_norm at or above a spike leaves
+-- it as it was (a real TRL run spiked to 0.904 from a median of 0.18), twice the median leaves the normal 2x bumps
+-- alone, and "at most" keeps a tighter clip the run may have (the logged norm is the one before clipping).
 select
     run_key,
     'grad_norm_spike' as check_name,
@@ -31,8 +34,9 @@ select
     worst as value,
     $min_ratio * level as threshold,
     printf('grad norm jumped to %.3g at step %d, %.1fx its recent median of %.3g (%d logged step%s); clip '
-           || 'gradients, lower the learning rate, and look for a bad batch or diverging KL at that step',
-           worst, onset, ratio, level, steps, case when steps = 1 then '' else 's' end) as message
+           || 'gradients below it (max_grad_norm at most %.2g, twice that median), lower the learning rate, and look '
+           || 'for a bad batch or diverging KL at that step',
+           worst, onset, ratio, level, steps, case when steps = 1 then '' else 's' end, 2 * level) as message
 from log_spikes(
     'grad_norm', $window, false, $mad_factor, 0.05, $min_ratio, $min_baseline, skip_tied := true,
     beyond_max := $beyond_max
