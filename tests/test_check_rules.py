@@ -653,6 +653,33 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         grad = {80: 0.003, 55: 0.9, 103: 1.8}.get(i, grad)
         rows.append({"train/reward_std": 0.0 if tied else 0.3, "train/grad_norm": grad, "train/global_step": i + 1})
     write_run(root, rows, run_id="kltied01", name="kltied")
+    # TRL logging every 10 steps with no KL term: the grad norm is the last optimizer step's, the tied share the mean
+    # over all 10 (50-90 % of the groups tied), and the last step tied whole on every other log (grad norm 0), as
+    # ties explain. Once as TRL's trainer steps, once with a reward signal in nearly every group (0-20 % tied), once
+    # logging every step (each zero that step's own), and once as TRL's console (the lines carry no step)
+    for run_id, name, every, tied_share in (
+        ("tiedwin1", "tiedwindows", 10, lambda i: 0.5 + 0.1 * (i % 5)),
+        ("zerowin1", "zerowindows", 10, lambda i: 0.1 * (i % 3)),
+        ("zerostp1", "zerosteps", 1, lambda i: 0.5 + 0.1 * (i % 5)),
+    ):
+        rows = [
+            {
+                "train/reward": 0.8,
+                "train/frac_reward_zero_std": tied_share(i),
+                "train/grad_norm": 0.0 if i % 2 == 0 else 2.0 * (1 + 0.2 * math.sin(i)),
+                "train/global_step": every * (i + 1),
+            }
+            for i in range(60)
+        ]
+        write_run(root, rows, run_id=run_id, name=name)
+    (logs.parent / "tiedconsole").mkdir(parents=True)
+    (logs.parent / "tiedconsole" / "train.log").write_text(
+        "".join(
+            f"{{'loss': 0.01, 'grad_norm': {0.0 if i % 2 == 0 else 2.0 * (1 + 0.2 * math.sin(i))}, 'reward': 0.8, "
+            f"'frac_reward_zero_std': {0.5 + 0.1 * (i % 5):.1f}, 'epoch': {0.01 * (i + 1):.2f}}}\n"
+            for i in range(60)
+        )
+    )
     # a run that has solved its prompts: every group tied at every step, a grad norm of ~0.25 all the same (this
     # trainer's tied steps are not the KL term's alone), and a spike to 2.1 at trainer step 60
     write_run(
@@ -1341,6 +1368,28 @@ def test_no_gradient_where_every_group_tied_is_the_zero_variance_cause_not_a_van
     assert tiny("grad_norm_vanishing")["tiedzero"] == []
     (vanish,) = tiny("grad_norm_vanishing")["vanish"]
     assert vanish["step"] == 15
+
+
+def test_zero_grad_norms_that_tied_groups_explain_are_not_a_vanishing_gradient(tiny):
+    """Logged every 10 steps, a zero grad norm is the last optimizer step's, which may have tied whole while the
+    window's mean tied share stayed below 1: on a run with 50-90 % of its groups tied, zeros on half the logs are what
+    ties explain (a real TRL run: 59 of 120, blamed on a detached loss), from TRL's trainer steps or its console's
+    lines alike. With 0-20 % tied they are far more than ties explain, and logged every step each zero is a step that
+    had a reward signal: both still flagged."""
+    flags = tiny("grad_norm_vanishing")
+    assert flags["tiedwindows"] == [] and flags["tiedconsole"] == [], flags
+    console = tiny.con.execute(  # read: its 60 lines as steps 1-60, each with a grad norm and a tied share
+        "select count(distinct step), max(step), count(*) from metrics join runs using (run_key) "
+        "where name = 'tiedconsole' and metric in ('grad_norm', 'frac_reward_zero_std')"
+    ).fetchone()
+    assert console == (60, 60, 120)
+    (windows,) = flags["zerowindows"]
+    assert windows["step"] == 10 and windows["value"] == pytest.approx((30 - 0.1 * 60) / 60), windows
+    said = "exactly 0 on 30 of 60 logged steps with a reward signal (first at step 10), 24 more than tied reward "
+    assert said + "groups can explain;" in windows["message"] and "detached" in windows["message"], windows["message"]
+    (steps,) = flags["zerosteps"]
+    assert steps["step"] == 1 and steps["value"] == pytest.approx(0.5), steps
+    assert "exactly 0 on 30 of 60 logged steps with a reward signal (first at step 1);" in steps["message"]
 
 
 def test_a_fall_a_long_run_came_back_from_soon_is_a_dip(tiny):
