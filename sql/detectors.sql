@@ -81,11 +81,13 @@ where isfinite(value)
 -- steps before the step (`centered` false) or on both sides of it, the step excluded (`centered` true: a KL level
 -- that moves slowly), and needs `min_baseline` of them. `positive_only`: zeros are not values of this metric
 -- (they are left out, not read as log 1e-9). `skip_tied`: steps whose reward groups were all tied (tied_steps) are
--- a population of their own, judged against tied steps only, and the other steps against the others: for a metric
--- that can be another quantity on such steps (the grad norm of the KL term alone, a thousand times smaller), while
--- a run whose every step is tied still has a baseline. A tied step with fewer than `min_baseline` tied steps in its
--- frame (a run that has just started to solve every prompt) is judged against every step instead: against steps that
--- learnt, a smaller quantity can only look smaller, so what spikes there is a spike in either population.
+-- a population of their own, for a metric that can be another quantity on such steps (the grad norm of the KL term
+-- alone, a thousand times smaller): the other steps are judged against the others only, and a tied step against
+-- both, the tied steps around it and the `window` ordinary steps nearest before it (and after it, `centered`),
+-- each where it has `min_baseline` points. Against tied steps alone, a KL-only gradient twice its usual size read
+-- as a spike though it stayed a hundred times below the ordinary steps around it (a real ms-swift run); against
+-- ordinary steps alone, a run tied at nearly every step would have no baseline, and one that has just started to
+-- solve every prompt none of its own. The level told is the higher baseline's, so the ratio is the smaller one.
 -- Consecutive spiking steps are one episode: run_key, onset, step_end, steps, worst (largest value), ratio (largest
 -- value / level), level (the baseline level at the onset).
 create or replace temp macro log_spikes(metric_name, window_steps, centered, mad_factor, min_spread, min_ratio,
@@ -116,82 +118,86 @@ framed as (
     )
 ),
 
-fallback_frames as (  -- a tied step without tied steps enough in its frame: its frame among every step (few rows)
-    select f.run_key, f.step, f.value, f.log_value, f.idx, s.log_value as frame_log_value
-    from framed as f
-    join series as s on f.run_key = s.run_key and f.step <> s.step
-    where f.is_tied and f.base_n < min_baseline and (s.step < f.step or centered)  -- noqa: RF02
-    qualify row_number() over (partition by f.run_key, f.step, s.step < f.step order by abs(s.step - f.step))
-        <= window_steps  -- noqa: RF02
-),
-
-fallback as (
-    select
-        run_key, step, value, log_value, idx,
-        true as is_tied,
-        min(frame_log_value) as min_log,
-        count(*) as base_n,
-        true as against_all
-    from fallback_frames
-    group by run_key, step, value, log_value, idx
-),
-
 -- The median and MAD over every point's frame were nearly all of the cost (1.7 s a rule at 3e7 values). A spike
 -- is at least `min_ratio` times the median of its frame, which is at least the frame's minimum: points below
 -- `min_ratio` times that minimum (streamed, cheap) cannot be spikes, and the holistic median and MAD are computed
 -- for the rest only, from their frame's rows (idx: `metrics` holds one row per run, step and metric). The same
 -- flags; 5-7x faster on the bench's runs with the rules' thresholds, ~25 % slower when thresholds near 1 make
--- most points candidates. The 1e-9 slack keeps a candidate whose median equals its minimum.
+-- most points candidates. The 1e-9 slack keeps a candidate whose median equals its minimum. A tied step without
+-- a baseline of its own (its first few) is a candidate too: its ordinary frame judges it.
 candidates as (
     select *
-    from (
-        select run_key, step, value, log_value, is_tied, idx, min_log, base_n, false as against_all
-        from framed
-        where not (is_tied and base_n < min_baseline)
-        union all by name
-        select * from fallback
-    ) as judged
-    where base_n >= min_baseline and value > min_value
-        and (min_ratio <= 0 or value >= min_ratio * exp(min_log) * (1 - 1e-9))
+    from framed
+    where value > min_value and (
+        (base_n >= min_baseline and (min_ratio <= 0 or value >= min_ratio * exp(min_log) * (1 - 1e-9)))
+        or (is_tied and base_n < min_baseline)
+    )
 ),
 
-frames as (  -- each candidate with the log values of its frame: its population's, or every step's (fallback)
-    select c.run_key, c.is_tied, c.step, c.idx, c.value, c.log_value, s.log_value as frame_log_value
+ordinary as (
+    select run_key, step, idx from series where not is_tied
+),
+
+-- a tied candidate's ordinary steps logged before it (the idx of the last of them): where its ordinary frame ends
+tied_candidates as (
+    select c.*, coalesce(o.idx, 0) as ordinary_before
+    from candidates as c
+    asof left join ordinary as o on c.run_key = o.run_key and c.step > o.step
+    where c.is_tied
+),
+
+frames as (  -- each candidate with the log values of its frame among its own population, and a tied one's among
+    -- the ordinary steps
+    select c.run_key, c.is_tied, c.step, c.idx, c.value, c.log_value, false as ordinary, s.log_value as frame_log_value
     from candidates as c
     join series as s
         on c.run_key = s.run_key and c.is_tied = s.is_tied
         and s.idx between c.idx - window_steps and c.idx + window_steps * centered::int  -- noqa: RF02
         and c.idx <> s.idx
-    where not c.against_all
 
     union all
 
-    select c.run_key, c.is_tied, c.step, c.idx, c.value, c.log_value, f.frame_log_value
-    from candidates as c
-    join fallback_frames as f on c.run_key = f.run_key and c.step = f.step
-    where c.against_all
+    select c.run_key, c.is_tied, c.step, c.idx, c.value, c.log_value, true as ordinary, s.log_value as frame_log_value
+    from tied_candidates as c
+    join series as s
+        on c.run_key = s.run_key and not s.is_tied
+        and s.idx between c.ordinary_before - window_steps + 1  -- noqa: RF02
+        and c.ordinary_before + window_steps * centered::int  -- noqa: RF02
 ),
 
 baselines as (
     select
-        run_key, is_tied, step, idx, value, log_value,
+        run_key, is_tied, step, idx, value, log_value, ordinary,
         exp(median(frame_log_value)) as level,
         median(frame_log_value) as log_level,
         1.4826 * mad(frame_log_value) as spread,
         max(frame_log_value) as max_log
     from frames
     group by all
+    having count(*) >= min_baseline
 ),
 
 -- With `beyond_max` > 0, a point at least that many times the largest of its frame is a spike too: on a log whose
 -- baseline is itself noisy (grad norms between 10 and 200) the robust spread hides a jump past everything the run
--- did lately (62x its median, 8x its largest), which no reading of noise explains.
+-- did lately (62x its median, 8x its largest), which no reading of noise explains. A point is a spike against
+-- every baseline it has.
+judged as (
+    select
+        run_key, is_tied, step, idx, value,
+        max(level) as level,
+        bool_and(
+            value >= min_ratio * level
+            and (log_value > log_level + mad_factor * greatest(spread, min_spread)
+                or (beyond_max > 0 and log_value >= max_log + ln(greatest(beyond_max, 1e-9))))
+        ) as spiked
+    from baselines
+    group by run_key, is_tied, step, idx, value
+),
+
 spikes as (
     select *, idx - row_number() over (partition by run_key, is_tied order by step) as episode
-    from baselines
-    where value >= min_ratio * level
-        and (log_value > log_level + mad_factor * greatest(spread, min_spread)
-            or (beyond_max > 0 and log_value >= max_log + ln(greatest(beyond_max, 1e-9))))
+    from judged
+    where spiked
 )
 
 select

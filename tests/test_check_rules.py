@@ -677,6 +677,43 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="noisygn1",
         name="noisyspike",
     )
+    # ms-swift logging every step: on a fifth of the steps every group tied (reward_std 0) and the grad norm is the
+    # KL term's alone (~0.0005 against ~0.15). Tied trainer step 81 jumps 6x the tied steps (0.003, still 50x below
+    # the ordinary ones); ordinary step 56 spikes to 0.9 (6x), tied step 104 to 1.8 (12x the ordinary steps)
+    rows = []
+    for i in range(120):
+        tied = i % 10 in (0, 3)
+        grad = 0.0005 * (1 + 0.2 * math.sin(i)) if tied else 0.15 * (1 + 0.1 * math.sin(i))
+        grad = {80: 0.003, 55: 0.9, 103: 1.8}.get(i, grad)
+        rows.append({"train/reward_std": 0.0 if tied else 0.3, "train/grad_norm": grad, "train/global_step": i + 1})
+    write_run(root, rows, run_id="kltied01", name="kltied")
+    # TRL logging every 10 steps with no KL term: the grad norm is the last optimizer step's, the tied share the mean
+    # over all 10 (50-90 % of the groups tied), and the last step tied whole on every other log (grad norm 0), as
+    # ties explain. Once as TRL's trainer steps, once with a reward signal in nearly every group (0-20 % tied), once
+    # logging every step (each zero that step's own), and once as TRL's console (the lines carry no step)
+    for run_id, name, every, tied_share in (
+        ("tiedwin1", "tiedwindows", 10, lambda i: 0.5 + 0.1 * (i % 5)),
+        ("zerowin1", "zerowindows", 10, lambda i: 0.1 * (i % 3)),
+        ("zerostp1", "zerosteps", 1, lambda i: 0.5 + 0.1 * (i % 5)),
+    ):
+        rows = [
+            {
+                "train/reward": 0.8,
+                "train/frac_reward_zero_std": tied_share(i),
+                "train/grad_norm": 0.0 if i % 2 == 0 else 2.0 * (1 + 0.2 * math.sin(i)),
+                "train/global_step": every * (i + 1),
+            }
+            for i in range(60)
+        ]
+        write_run(root, rows, run_id=run_id, name=name)
+    (logs.parent / "tiedconsole").mkdir(parents=True)
+    (logs.parent / "tiedconsole" / "train.log").write_text(
+        "".join(
+            f"{{'loss': 0.01, 'grad_norm': {0.0 if i % 2 == 0 else 2.0 * (1 + 0.2 * math.sin(i))}, 'reward': 0.8, "
+            f"'frac_reward_zero_std': {0.5 + 0.1 * (i % 5):.1f}, 'epoch': {0.01 * (i + 1):.2f}}}\n"
+            for i in range(60)
+        )
+    )
     # a run that has solved its prompts: every group tied at every step, a grad norm of ~0.25 all the same (this
     # trainer's tied steps are not the KL term's alone), and a spike to 2.1 at trainer step 60
     write_run(
@@ -1435,12 +1472,57 @@ def test_a_zero_variance_flag_over_groups_that_all_tied_says_all(tiny):
         assert flag["message"].startswith("all reward groups had zero variance (mean over 10-step windows"), flag
 
 
+def test_a_tied_step_spikes_only_above_the_ordinary_steps_too(tiny):
+    """A KL-only grad norm on a tied step that jumps 6x is no spike while it stays far below the steps that learnt
+    (a real ms-swift run had it as its worst spike, at 0.017 against ordinary steps of ~0.7); one past both is, and
+    is told against the ordinary steps' median (12x, not thousands of times the KL-only norm)."""
+    flags = sorted(tiny("grad_norm_spike")["kltied"], key=lambda r: r["step"])
+    assert [(r["step"], r["step_end"]) for r in flags] == [(56, 56), (104, 104)], flags
+    assert flags[1]["threshold"] == pytest.approx(4 * 0.15, rel=0.1), flags[1]  # min_ratio x the ordinary median
+    ratio, level = re.search(r"([\d.]+)x its recent median of ([\d.]+) ", flags[1]["message"]).groups()
+    assert 10 <= float(ratio) <= 14 and 0.13 <= float(level) <= 0.17 and flags[1]["severity"] == "error", flags[1]
+
+
+def test_a_grad_norm_spike_is_advised_a_clip_below_it(tiny):
+    """A spike to 0.9 from a median of 0.15 (a real TRL run: 0.904 from 0.18) is advised a max_grad_norm that would
+    have capped it, at most twice that median, not the 1.0 that leaves it as it was (nor one looser than a clip the
+    run may have); the recommendation names no fixed clip."""
+    (spike,) = [r for r in tiny("grad_norm_spike")["kltied"] if r["step"] == 56]
+    clip = float(re.search(r"max_grad_norm at most ([\d.]+), twice that median", spike["message"]).group(1))
+    assert clip == pytest.approx(0.3, rel=0.1) and clip < spike["value"] == pytest.approx(0.9), spike["message"]
+    (rule,) = [rule for rule in checks.load_checks() if rule.name == "grad_norm_spike"]
+    (advice,) = [a for a in rule.advice if a.lever == "grad_clip"]
+    assert "1.0" not in advice.text and "at most twice the usual grad norm" in advice.text
+
+
 def test_no_gradient_where_every_group_tied_is_the_zero_variance_cause_not_a_vanishing_gradient(tiny):
     """Ten steps whose reward groups all tied have a zero grad norm by construction: reward_zero_variance names that
     cause; grad_norm_vanishing is for a gradient that vanished while the rewards still differed."""
     assert tiny("grad_norm_vanishing")["tiedzero"] == []
     (vanish,) = tiny("grad_norm_vanishing")["vanish"]
     assert vanish["step"] == 15
+
+
+def test_zero_grad_norms_that_tied_groups_explain_are_not_a_vanishing_gradient(tiny):
+    """Logged every 10 steps, a zero grad norm is the last optimizer step's, which may have tied whole while the
+    window's mean tied share stayed below 1: on a run with 50-90 % of its groups tied, zeros on half the logs are what
+    ties explain (a real TRL run: 59 of 120, blamed on a detached loss), from TRL's trainer steps or its console's
+    lines alike. With 0-20 % tied they are far more than ties explain, and logged every step each zero is a step that
+    had a reward signal: both still flagged."""
+    flags = tiny("grad_norm_vanishing")
+    assert flags["tiedwindows"] == [] and flags["tiedconsole"] == [], flags
+    console = tiny.con.execute(  # read: its 60 lines as steps 1-60, each with a grad norm and a tied share
+        "select count(distinct step), max(step), count(*) from metrics join runs using (run_key) "
+        "where name = 'tiedconsole' and metric in ('grad_norm', 'frac_reward_zero_std')"
+    ).fetchone()
+    assert console == (60, 60, 120)
+    (windows,) = flags["zerowindows"]
+    assert windows["step"] == 10 and windows["value"] == pytest.approx((30 - 0.1 * 60) / 60), windows
+    said = "exactly 0 on 30 of 60 logged steps with a reward signal (first at step 10), 24 more than tied reward "
+    assert said + "groups can explain;" in windows["message"] and "detached" in windows["message"], windows["message"]
+    (steps,) = flags["zerosteps"]
+    assert steps["step"] == 1 and steps["value"] == pytest.approx(0.5), steps
+    assert "exactly 0 on 30 of 60 logged steps with a reward signal (first at step 1);" in steps["message"]
 
 
 def test_a_fall_a_long_run_came_back_from_soon_is_a_dip(tiny):

@@ -3,7 +3,7 @@
 -- reads: metrics
 -- requires: grad_norm
 -- role: symptom
--- advice: grad_clip down: Clip gradients (max_grad_norm about 1.0)
+-- advice: grad_clip down: Clip gradients below the spikes (max_grad_norm at most twice the usual grad norm)
 -- advice: learning_rate down: Lower the learning rate
 -- advice: bad_batch do: Look for a bad batch at the onset step
 -- param window = 20          -- logged steps in the trailing baseline (the step itself excluded)
@@ -15,10 +15,15 @@
 --                               of its baseline window (and min_ratio times its median)
 -- Grad norms are roughly log-normal, so the baseline lives in log space: a 2x bump on a noisy run and a 2x bump
 -- on a quiet one are judged against each run's own spread. Consecutive spiking steps are one episode.
--- A step whose reward groups were all tied (frac_reward_zero_std 1, or reward_std 0) is judged against tied steps
--- only, and the other steps against the others: with no advantage its gradient can be the KL term's alone, a
--- thousand times smaller, so on a run that solves most prompts the ordinary steps between such steps would read as
--- spikes (a real TRL run: 17 false errors); and a run tied at nearly every step still has a baseline to spike from.
+-- A step whose reward groups were all tied (frac_reward_zero_std 1, or reward_std 0) has no advantage, and its
+-- gradient can be the KL term's alone, a thousand times smaller: the ordinary steps are judged against the ordinary
+-- ones only (else, on a run that solves most prompts, those between tied steps read as spikes: a real TRL run had 17
+-- false errors), and a tied step against the tied steps and the ordinary ones both (else a KL-only norm that jumps
+-- 6x, still a hundred times below the ordinary steps, reads as the run's worst spike: a real ms-swift run); a run
+-- tied at nearly every step still has a baseline to spike from.
+-- The clip advised is at most twice the recent median, not a fixed 1.0: a max_grad_norm at or above a spike leaves
+-- it as it was (a real TRL run spiked to 0.904 from a median of 0.18), twice the median leaves the normal 2x bumps
+-- alone, and "at most" keeps a tighter clip the run may have (the logged norm is the one before clipping).
 select
     run_key,
     'grad_norm_spike' as check_name,
@@ -29,8 +34,9 @@ select
     worst as value,
     $min_ratio * level as threshold,
     printf('grad norm jumped to %.3g at step %d, %.1fx its recent median of %.3g (%d logged step%s); clip '
-           || 'gradients, lower the learning rate, and look for a bad batch or diverging KL at that step',
-           worst, onset, ratio, level, steps, case when steps = 1 then '' else 's' end) as message
+           || 'gradients below it (max_grad_norm at most %.2g, twice that median), lower the learning rate, and look '
+           || 'for a bad batch or diverging KL at that step',
+           worst, onset, ratio, level, steps, case when steps = 1 then '' else 's' end, 2 * level) as message
 from log_spikes(
     'grad_norm', $window, false, $mad_factor, 0.05, $min_ratio, $min_baseline, skip_tied := true,
     beyond_max := $beyond_max
