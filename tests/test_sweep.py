@@ -8,6 +8,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -308,3 +309,69 @@ def test_compare_real_runs_whose_varying_config_is_a_list(tmp_path):
     assert listed, "the fixture pair no longer varies a list-valued config entry among its first effects"
     safe = "".join(c if c.isalnum() else "_" for c in listed[0])[:60]
     assert (out / "curves.png").exists() and (out / f"effect_{safe}.png").exists()
+
+
+# ------------------------------------------------------------------------------------------ trainer-log sweeps
+
+TINKER_LRS = {1e-05: 0.45, 4e-05: 0.7, 1.6e-04: 0.55}  # learning rate -> where its reward levels off (a peak at 4e-05)
+
+
+def _tinker_run(folder: Path, level: float, seed: int, config: dict | None) -> None:
+    """A Tinker cookbook run folder: metrics.jsonl (its keys; `reward/g` a project's own, mapped onto nothing) and,
+    unless ``config`` is None, the config.json ml_log writes beside it."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True)
+    with open(folder / "metrics.jsonl", "w") as fh:
+        for step in range(40):
+            reward = level - (level - 0.1) * math.exp(-step / 6) + rng.normal(0, 0.02)
+            row = {"step": step, "env/all/reward/total": reward, "reward/g": reward / 2, "optim/lr": 1e-05}
+            fh.write(json.dumps(row) + "\n")
+    if config is not None:
+        (folder / "config.json").write_text(json.dumps(config, indent=2))
+
+
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory):
+    """Runs described only by what their trainer wrote: six Tinker folders whose config.json varies the learning
+    rate over two seeds (with what such configs also hold: chz's raw `X_` copies of each key, the run's own log path,
+    the sampling service's URL), and three folders with no config at all."""
+    root = tmp_path_factory.mktemp("logged")
+    for i, (lr, level) in enumerate(sorted(TINKER_LRS.items()) * 2):
+        name = f"tk-{i}"
+        config = {
+            "learning_rate": lr,
+            "X_learning_rate": lr,
+            "seed": i,
+            "log_path": f"/tmp/tinker/{name}",
+            "base_url": f"http://localhost:{8000 + i}",
+            "dataset_builder": {"group_size": 8, "batch_size": 64},
+        }
+        _tinker_run(root / "logs" / name, level, i, config)
+    for i in range(3):
+        _tinker_run(root / "logs" / f"bare-{i}", 0.5, 10 + i, None)
+    home = root / "home"
+    grpolens("refresh", env={"GRPOLENS_HOME": str(home), "GRPOLENS_TRAINER_LOGS": str(root / "logs")}, check=True)
+    return Settings(home=home)
+
+
+def test_a_sweep_of_trainer_logs_compares_the_configs_saved_beside_them(logged):
+    doc = run_sweep(logged, "sweep", "--prefix", "tk-")
+    assert doc["metric"] == "reward_mean"
+    # one parameter: not its X_ copy, the seed, the log path or the service URL
+    assert [e["param"] for e in doc["effects"]] == ["learning_rate"]
+    (lr,) = doc["effects"]
+    assert lr["kind"] == "numeric" and lr["best_value"] == 4e-05 and lr["peak"] == 4e-05
+    assert doc["runs"][0]["config"] == {"learning_rate": 4e-05}
+    assert doc["suggested_config"] == {"learning_rate": 4e-05}
+
+
+def test_one_setting_written_twice_is_one_parameter():
+    """chz writes `X_reward_type` beside `reward_type`, W&B configs repeat `args.lr` as `lr`: the same values under a
+    longer name are not a second parameter "confounded" with the first. Two settings that merely took the same
+    values (train and eval batch sizes) stay two."""
+    configs = {
+        "a": {"reward_type": "g", "X_reward_type": "g", "args.lr": 1e-5, "lr": 1e-5, "train_bs": 8, "eval_bs": 8},
+        "b": {"reward_type": "f", "X_reward_type": "f", "args.lr": 2e-5, "lr": 2e-5, "train_bs": 16, "eval_bs": 16},
+        "c": {"reward_type": "f", "X_reward_type": "g", "args.lr": 3e-5, "lr": 3e-5, "train_bs": 8, "eval_bs": 8},
+    }
+    assert set(sweep_stats.varying(configs)) == {"reward_type", "X_reward_type", "lr", "train_bs", "eval_bs"}

@@ -20,7 +20,8 @@ COLLINEAR = 0.95  # |rank correlation| at or above which two parameters are one 
 # Config keys that identify a run rather than configure its training: never hyper-parameters.
 NOT_HYPERPARAMETERS = re.compile(
     r"(^|[._/])(seed|.*_seed|run_?id|run_?name|name|id|index|.*_index|idx|.*_idx|trial.*|wandb.*|project|entity|group|tags?|notes?|job_type|"
-    r"output_?dir|.*_dir|dir|logging_dir|hub_model_id|report_to|resume.*|timestamp|date|time|host.*|"
+    r"output_?dir|.*_dir|dir|logging_dir|(log|logging|output|out|save|checkpoint|ckpt|cache|results?|run)_?(path|file)|"
+    r".*_ur[il]|ur[il]|.*_endpoint|endpoint|hub_model_id|report_to|resume.*|timestamp|date|time|host.*|"
     r"port|device.*|local_rank|world_size|node.*|num_workers|dataloader.*|save_.*|logging_.*|eval_steps|"
     r"push_to_hub.*|overwrite.*)$",
     re.IGNORECASE,
@@ -116,8 +117,10 @@ def is_number(value) -> bool:
 
 
 def varying(configs: dict[str, dict]) -> dict[str, dict]:
-    """The config keys whose value differs across runs (flattened keys; identifiers, seeds and paths left out):
-    param -> {run_key: value}. A key missing from some runs varies too (its value there is None)."""
+    """The config keys whose value differs across runs (flattened keys; identifiers, seeds, paths and service
+    addresses left out): param -> {run_key: value}. A key missing from some runs varies too (its value there is
+    None). One setting written twice under a longer name with the same value in every run (chz's raw ``X_lr`` beside
+    ``lr``, ``args.lr`` beside ``lr``) is one parameter under its shorter name, not two that always moved together."""
     keys = {k for config in configs.values() for k in config}
     out = {}
     for key in sorted(keys):
@@ -127,7 +130,20 @@ def varying(configs: dict[str, dict]) -> dict[str, dict]:
         hashable = {json_key(v) for v in values.values()}
         if len(hashable) > 1:
             out[key] = values
+    for key in sorted(out, key=len, reverse=True):
+        if any(_copy_of(key, other, out) for other in out if other != key):
+            del out[key]
     return out
+
+
+def _copy_of(key: str, other: str, params: dict[str, dict]) -> bool:
+    """``key`` is ``other`` under a prefix (``X_lr``, ``args.lr`` of ``lr``) with its value in every run."""
+    return (
+        len(key) > len(other) + 1
+        and key.endswith(other)
+        and key[-len(other) - 1] in "._/"
+        and all(json_key(params[key][run]) == json_key(value) for run, value in params[other].items())
+    )
 
 
 def json_key(value) -> str:
