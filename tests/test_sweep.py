@@ -365,6 +365,16 @@ def test_a_sweep_of_trainer_logs_compares_the_configs_saved_beside_them(logged):
     assert doc["suggested_config"] == {"learning_rate": 4e-05}
 
 
+def test_runs_without_any_config_are_not_called_repeats(logged):
+    """Nothing says how runs without a config differ: they are not "repeats of one configuration"."""
+    proc = grpolens("sweep", "--prefix", "bare-", env={"GRPOLENS_HOME": str(logged.home)})
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "no config was found for name prefix bare-'s 3 runs" in proc.stderr and "repeats" not in proc.stderr
+    assert "config.json or config.yaml saved beside it" in proc.stderr
+    doc = run_sweep(logged, "compare", "bare-0", "bare-1", "bare-2")
+    assert doc["note"].startswith("no config was found for these runs") and doc["effects"] == []
+
+
 def test_one_setting_written_twice_is_one_parameter():
     """chz writes `X_reward_type` beside `reward_type`, W&B configs repeat `args.lr` as `lr`: the same values under a
     longer name are not a second parameter "confounded" with the first. Two settings that merely took the same

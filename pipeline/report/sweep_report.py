@@ -28,6 +28,11 @@ DIAGNOSES = {
     "length limits": ("response_truncation", "response_length_growth"),
 }
 UGLY = ("instability and collapse",)
+# Where a run's config comes from, for runs that have none.
+HOW_TO_CONFIGURE = (
+    "a W&B run's is what `wandb.init(config=…)` was given; a trainer log's is the config.json or config.yaml saved "
+    "beside it, alone in its folder"
+)
 
 
 def analyse(
@@ -97,13 +102,21 @@ def analyse(
         "files": {"markdown": None, "plots": []},
     }
     if not found_effects:
-        if not compare:
+        # Runs without any config are not known to be repeats: nothing says how they differ.
+        if not sweep_stats.configured([configs[k] for k in ranked_keys]):
+            what = f"{selection.label}'s {len(keys)} runs" if not compare else "these runs"
+            unknown = f"no config was found for {what}, so nothing says how they differ ({HOW_TO_CONFIGURE})"
+            if not compare:
+                raise sweep.SweepError(f"{unknown}; `grpolens compare RUN…` ranks them anyway")
+            doc["note"] = unknown
+        elif not compare:
             raise sweep.SweepError(
                 f"nothing varies in the configs of {selection.label}'s {len(keys)} runs but seeds and "
                 "identifiers: they are repeats of one configuration (`grpolens compare RUN…` "
                 "ranks them anyway)"
             )
-        doc["note"] = "nothing varies in these runs' configs but seeds and identifiers: they are repeats"
+        else:
+            doc["note"] = "nothing varies in these runs' configs but seeds and identifiers: they are repeats"
     logged = sweep.task_keys(con, ranked_keys) if metric == "task_score" else {}
     if sweep.different_measures(logged):  # asked for by name: ranked, with the warning
         warning = (

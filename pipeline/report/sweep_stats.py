@@ -17,13 +17,14 @@ BOOTSTRAP_DRAWS = 2000
 TAIL = 0.025  # each tail of a 95% interval
 MIN_INTERVAL_RUNS = 5  # below this a rank correlation cannot be significant at 5% (4 runs: p >= 1/12)
 COLLINEAR = 0.95  # |rank correlation| at or above which two parameters are one experiment, not two
-# Config keys that identify a run rather than configure its training: never hyper-parameters.
+# Config keys that identify a run rather than configure its training: never hyper-parameters (step_source is
+# grpolens' own note of how a console log's steps were counted).
 NOT_HYPERPARAMETERS = re.compile(
     r"(^|[._/])(seed|.*_seed|run_?id|run_?name|name|id|index|.*_index|idx|.*_idx|trial.*|wandb.*|project|entity|group|tags?|notes?|job_type|"
     r"output_?dir|.*_dir|dir|logging_dir|(log|logging|output|out|save|checkpoint|ckpt|cache|results?|run)_?(path|file)|"
     r".*_ur[il]|ur[il]|.*_endpoint|endpoint|hub_model_id|report_to|resume.*|timestamp|date|time|host.*|"
     r"port|device.*|local_rank|world_size|node.*|num_workers|dataloader.*|save_.*|logging_.*|eval_steps|"
-    r"push_to_hub.*|overwrite.*)$",
+    r"push_to_hub.*|overwrite.*|step_source)$",
     re.IGNORECASE,
 )
 
@@ -134,6 +135,11 @@ def varying(configs: dict[str, dict]) -> dict[str, dict]:
         if any(_copy_of(key, other, out) for other in out if other != key):
             del out[key]
     return out
+
+
+def configured(configs: list[dict]) -> bool:
+    """Whether any of these (flattened) configs holds a setting beyond seeds and identifiers."""
+    return any(not NOT_HYPERPARAMETERS.search(key) for config in configs for key in config)
 
 
 def _copy_of(key: str, other: str, params: dict[str, dict]) -> bool:
