@@ -385,3 +385,48 @@ def test_one_setting_written_twice_is_one_parameter():
         "c": {"reward_type": "f", "X_reward_type": "g", "args.lr": 3e-5, "lr": 3e-5, "train_bs": 8, "eval_bs": 8},
     }
     assert set(sweep_stats.varying(configs)) == {"reward_type", "X_reward_type", "lr", "train_bs", "eval_bs"}
+
+
+def _diagnosed(runs: list[dict], rates: dict | None = None) -> tuple[dict, list[str]]:
+    """good_bad_ugly and the recommendations for ranked runs given as {run, flags, errors} (no effects)."""
+    doc = {
+        "metric": "reward_mean",
+        "effects": [],
+        "runs": [
+            {"score": 0.5, "ci": [0.4, 0.6], "tied_with_best": i == 0, "config": {}, "state": "finished", **r}
+            for i, r in enumerate(runs)
+        ],
+    }
+    doc["good_bad_ugly"] = sweep_report.good_bad_ugly(doc)
+    return doc["good_bad_ugly"], sweep_report.recommendations(doc, [], rates)[0]
+
+
+def test_a_run_that_collapsed_is_not_too_conservative():
+    """The rho sweep's collapsed runs (reward to 0, entropy collapsed) were filed as "too conservative" for the
+    vanishing gradients and flat reward that followed their collapse, and the advice was to raise the learning rate."""
+    vanished = ["grad_norm_vanishing", "reward_plateau"]
+    timid = {"run": "timid", "flags": vanished, "errors": []}
+    runs = [
+        timid,
+        {"run": "collapsed", "flags": [*vanished, "reward_collapse"], "errors": ["reward_collapse"]},
+        {"run": "no-entropy", "flags": ["entropy_collapse", "grad_norm_vanishing"], "errors": ["entropy_collapse"]},
+        {"run": "cut", "flags": ["grad_norm_vanishing", "response_truncation"], "errors": ["response_truncation"]},
+    ]
+    gbu, advice = _diagnosed(runs)
+    (conservative,) = [line for line in gbu["bad"] if line.startswith("too conservative")]
+    assert conservative == "too conservative (the policy barely moves): timid (grad_norm_vanishing; reward_plateau)"
+    assert any(line.startswith("instability and collapse: collapsed") for line in gbu["ugly"])
+    (line,) = [a for a in advice if a.startswith("For the runs flagged too conservative")]
+    assert "lower the KL penalty rather than raise the learning rate" in line
+    assert "collapsed, no-entropy collapsed or went unstable" in line and "cut" not in line.split(":", 1)[1]
+    # at known learning rates: raise it, below the one that broke down; or not at all if it broke down there
+    _, advice = _diagnosed(runs, {"timid": 1e-6, "collapsed": 1e-5, "no-entropy": 3e-5, "cut": 1e-6})
+    assert "raise the learning rate, staying below 1e-05 where collapsed, no-entropy" in " ".join(advice)
+    _, advice = _diagnosed(runs, {"timid": 1e-5, "collapsed": 1e-5, "no-entropy": 3e-5, "cut": 1e-6})
+    assert "collapsed or went unstable at 1e-05, a learning rate they already use" in " ".join(advice)
+    _, advice = _diagnosed([timid, {"run": "fine", "flags": [], "errors": []}])
+    assert "For the runs flagged too conservative: raise the learning rate or lower the KL penalty" in advice
+    # each run's learning rate, as the sweep reads it from the config: the policy's, whatever the trainer calls it
+    verl = {"actor_rollout_ref.actor.optim.lr": 1e-06, "critic.optim.lr": 1e-05}
+    assert sweep_stats.learning_rate(verl) == 1e-06 and sweep_stats.learning_rate({"lr": "auto"}) is None
+    assert sweep_stats.learning_rate({"X_learning_rate": 2e-05, "learning_rate": 2e-05, "lr_warmup": 10}) == 2e-05

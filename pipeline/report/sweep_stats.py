@@ -29,6 +29,18 @@ NOT_HYPERPARAMETERS = re.compile(
 )
 
 
+# A config key holding the policy's learning rate (`learning_rate`, `lr`, verl's `actor_rollout_ref.actor.optim.lr`).
+LEARNING_RATE = re.compile(r"(^|[._/])(learning_rate|lr)$", re.IGNORECASE)
+
+
+def learning_rate(config: dict) -> float | None:
+    """The learning rate in a flattened config: the shortest key that names one (a critic's left out), when it holds
+    a number."""
+    keys = [k for k in config if LEARNING_RATE.search(k) and "critic" not in k.lower()]
+    value = config[min(keys, key=lambda k: (len(k), k))] if keys else None
+    return float(value) if value is not None and is_number(value) else None
+
+
 def ranks(values: np.ndarray) -> np.ndarray:
     """Average ranks (ties share the mean of their positions), 1-based."""
     order = np.argsort(values, kind="mergesort")
