@@ -373,6 +373,7 @@ def test_runs_without_any_config_are_not_called_repeats(logged):
     assert "config.json or config.yaml saved beside it" in proc.stderr
     doc = run_sweep(logged, "compare", "bare-0", "bare-1", "bare-2")
     assert doc["note"].startswith("no config was found for these runs") and doc["effects"] == []
+    assert not any("suggested config" in line for line in doc["recommendations"])  # there is none
 
 
 def test_one_setting_written_twice_is_one_parameter():
@@ -430,3 +431,21 @@ def test_a_run_that_collapsed_is_not_too_conservative():
     verl = {"actor_rollout_ref.actor.optim.lr": 1e-06, "critic.optim.lr": 1e-05}
     assert sweep_stats.learning_rate(verl) == 1e-06 and sweep_stats.learning_rate({"lr": "auto"}) is None
     assert sweep_stats.learning_rate({"X_learning_rate": 2e-05, "learning_rate": 2e-05, "lr_warmup": 10}) == 2e-05
+
+
+def test_the_suggested_config_is_pointed_to_only_when_there_is_one():
+    """ "Start the next sweep from X's configuration (the suggested config below)" with nothing below it."""
+    _, advice = _diagnosed([{"run": "a", "flags": [], "errors": []}, {"run": "b", "flags": [], "errors": []}])
+    assert "Start the next sweep from a's configuration" in advice
+    effect = {
+        "param": "p",
+        "kind": "categorical",
+        "spearman": None,
+        "significant": False,
+        "confounded_with": [],
+        "levels": [],
+        "best_value": "x",
+        "peak": None,
+        "spread": 0.0,
+    }
+    assert "Start the next sweep from a's configuration (the suggested config below)" in _advice(effect)

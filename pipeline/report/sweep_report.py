@@ -382,7 +382,8 @@ def recommendations(
     if any(line.startswith("insufficient exploration") for line in bad_lines):
         out.append("Where exploration ran out: raise the sampling temperature or the generations per prompt")
     if len(out) < 3:
-        out.append(f"Start the next sweep from {best['run']}'s configuration (the suggested config below)")
+        below = " (the suggested config below)" if suggested else ""
+        out.append(f"Start the next sweep from {best['run']}'s configuration{below}")
     if len(out) < 3 and len(doc["runs"]) < 6:
         out.append("Add runs: with so few, only large effects can be told from noise")
     return out[:6], suggested
