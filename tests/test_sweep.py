@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -374,6 +375,21 @@ def test_runs_without_any_config_are_not_called_repeats(logged):
     doc = run_sweep(logged, "compare", "bare-0", "bare-1", "bare-2")
     assert doc["note"].startswith("no config was found for these runs") and doc["effects"] == []
     assert not any("suggested config" in line for line in doc["recommendations"])  # there is none
+
+
+def test_a_logged_key_no_alias_maps_is_said_to_be_logged_and_how_to_map_it(logged, tmp_path):
+    """`--metric reward/g` named a key every run logs, and was told it is not logged."""
+    runs = ["tk-0", "tk-1", "tk-2"]
+    proc = grpolens("compare", *runs, "--metric", "reward/g", env={"GRPOLENS_HOME": str(logged.home)})
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "'reward/g' is logged by 3 of these runs but is no canonical metric" in proc.stderr
+    assert "aliases: {reward/g: task_score}" in proc.stderr and "not logged" not in proc.stderr
+    home = tmp_path / "home"  # the advice, followed, works
+    shutil.copytree(logged.home, home)
+    (home / "grpolens.yaml").write_text("aliases: {reward/g: task_score}\n")
+    grpolens("build", env={"GRPOLENS_HOME": str(home)}, check=True)
+    doc = run_sweep(Settings(home=home), "compare", *runs, "--metric", "reward/g")
+    assert doc["metric"] == "task_score" and doc["runs"][0]["run"] == "tk-1"
 
 
 def test_one_setting_written_twice_is_one_parameter():
