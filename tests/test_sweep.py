@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -308,3 +310,202 @@ def test_compare_real_runs_whose_varying_config_is_a_list(tmp_path):
     assert listed, "the fixture pair no longer varies a list-valued config entry among its first effects"
     safe = "".join(c if c.isalnum() else "_" for c in listed[0])[:60]
     assert (out / "curves.png").exists() and (out / f"effect_{safe}.png").exists()
+
+
+# ------------------------------------------------------------------------------------------ trainer-log sweeps
+
+TINKER_LRS = {1e-05: 0.45, 4e-05: 0.7, 1.6e-04: 0.55}  # learning rate -> where its reward levels off (a peak at 4e-05)
+
+
+def _tinker_run(folder: Path, level: float, seed: int, config: dict | None) -> None:
+    """A Tinker cookbook run folder: metrics.jsonl (its keys; `reward/g` a project's own, mapped onto nothing) and,
+    unless ``config`` is None, the config.json ml_log writes beside it."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True)
+    with open(folder / "metrics.jsonl", "w") as fh:
+        for step in range(40):
+            reward = level - (level - 0.1) * math.exp(-step / 6) + rng.normal(0, 0.02)
+            row = {"step": step, "env/all/reward/total": reward, "reward/g": reward / 2, "optim/lr": 1e-05}
+            fh.write(json.dumps(row) + "\n")
+    if config is not None:
+        (folder / "config.json").write_text(json.dumps(config, indent=2))
+
+
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory):
+    """Runs described only by what their trainer wrote: six Tinker folders whose config.json varies the learning
+    rate over two seeds (with what such configs also hold: chz's raw `X_` copies of each key, the run's own log path,
+    the sampling service's URL), and three folders with no config at all."""
+    root = tmp_path_factory.mktemp("logged")
+    for i, (lr, level) in enumerate(sorted(TINKER_LRS.items()) * 2):
+        name = f"tk-{i}"
+        config = {
+            "learning_rate": lr,
+            "X_learning_rate": lr,
+            "seed": i,
+            "log_path": f"/tmp/tinker/{name}",
+            "base_url": f"http://localhost:{8000 + i}",
+            "dataset_builder": {"group_size": 8, "batch_size": 64},
+        }
+        _tinker_run(root / "logs" / name, level, i, config)
+    for i in range(3):
+        _tinker_run(root / "logs" / f"bare-{i}", 0.5, 10 + i, None)
+    home = root / "home"
+    grpolens("refresh", env={"GRPOLENS_HOME": str(home), "GRPOLENS_TRAINER_LOGS": str(root / "logs")}, check=True)
+    return Settings(home=home)
+
+
+def test_a_sweep_of_trainer_logs_compares_the_configs_saved_beside_them(logged):
+    doc = run_sweep(logged, "sweep", "--prefix", "tk-")
+    assert doc["metric"] == "reward_mean"
+    # one parameter: not its X_ copy, the seed, the log path or the service URL
+    assert [e["param"] for e in doc["effects"]] == ["learning_rate"]
+    (lr,) = doc["effects"]
+    assert lr["kind"] == "numeric" and lr["best_value"] == 4e-05 and lr["peak"] == 4e-05
+    assert doc["runs"][0]["config"] == {"learning_rate": 4e-05}
+    assert doc["suggested_config"] == {"learning_rate": 4e-05}
+
+
+def test_runs_without_any_config_are_not_called_repeats(logged):
+    """Nothing says how runs without a config differ: they are not "repeats of one configuration"."""
+    proc = grpolens("sweep", "--prefix", "bare-", env={"GRPOLENS_HOME": str(logged.home)})
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "no config was found for name prefix bare-'s 3 runs" in proc.stderr and "repeats" not in proc.stderr
+    assert "config.json or config.yaml saved beside it" in proc.stderr
+    doc = run_sweep(logged, "compare", "bare-0", "bare-1", "bare-2")
+    assert doc["note"].startswith("no config was found for these runs") and doc["effects"] == []
+    assert not any("suggested config" in line for line in doc["recommendations"])  # there is none
+
+
+def test_a_logged_key_no_alias_maps_is_said_to_be_logged_and_how_to_map_it(logged, tmp_path):
+    """`--metric reward/g` named a key every run logs, and was told it is not logged."""
+    runs = ["tk-0", "tk-1", "tk-2"]
+    proc = grpolens("compare", *runs, "--metric", "reward/g", env={"GRPOLENS_HOME": str(logged.home)})
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "'reward/g' is logged by 3 of these runs but is no canonical metric" in proc.stderr
+    assert "aliases: {reward/g: task_score}" in proc.stderr and "not logged" not in proc.stderr
+    home = tmp_path / "home"  # the advice, followed, works
+    shutil.copytree(logged.home, home)
+    (home / "grpolens.yaml").write_text("aliases: {reward/g: task_score}\n")
+    grpolens("build", env={"GRPOLENS_HOME": str(home)}, check=True)
+    doc = run_sweep(Settings(home=home), "compare", *runs, "--metric", "reward/g")
+    assert doc["metric"] == "task_score" and doc["runs"][0]["run"] == "tk-1"
+
+
+def test_one_setting_written_twice_is_one_parameter():
+    """chz writes `X_reward_type` beside `reward_type`, W&B configs repeat `args.lr` as `lr`: the same values under a
+    longer name are not a second parameter "confounded" with the first. Two settings that merely took the same
+    values (train and eval batch sizes) stay two."""
+    configs = {
+        "a": {"reward_type": "g", "X_reward_type": "g", "args.lr": 1e-5, "lr": 1e-5, "train_bs": 8, "eval_bs": 8},
+        "b": {"reward_type": "f", "X_reward_type": "f", "args.lr": 2e-5, "lr": 2e-5, "train_bs": 16, "eval_bs": 16},
+        "c": {"reward_type": "f", "X_reward_type": "g", "args.lr": 3e-5, "lr": 3e-5, "train_bs": 8, "eval_bs": 8},
+    }
+    assert set(sweep_stats.varying(configs)) == {"reward_type", "X_reward_type", "lr", "train_bs", "eval_bs"}
+
+
+def _diagnosed(runs: list[dict], rates: dict | None = None) -> tuple[dict, list[str]]:
+    """good_bad_ugly and the recommendations for ranked runs given as {run, flags, errors} (no effects)."""
+    doc = {
+        "metric": "reward_mean",
+        "effects": [],
+        "runs": [
+            {"score": 0.5, "ci": [0.4, 0.6], "tied_with_best": i == 0, "config": {}, "state": "finished", **r}
+            for i, r in enumerate(runs)
+        ],
+    }
+    doc["good_bad_ugly"] = sweep_report.good_bad_ugly(doc)
+    return doc["good_bad_ugly"], sweep_report.recommendations(doc, [], rates)[0]
+
+
+def test_a_run_that_collapsed_is_not_too_conservative():
+    """The rho sweep's collapsed runs (reward to 0, entropy collapsed) were filed as "too conservative" for the
+    vanishing gradients and flat reward that followed their collapse, and the advice was to raise the learning rate."""
+    vanished = ["grad_norm_vanishing", "reward_plateau"]
+    timid = {"run": "timid", "flags": vanished, "errors": []}
+    runs = [
+        timid,
+        {"run": "collapsed", "flags": [*vanished, "reward_collapse"], "errors": ["reward_collapse"]},
+        {"run": "no-entropy", "flags": ["entropy_collapse", "grad_norm_vanishing"], "errors": ["entropy_collapse"]},
+        {"run": "cut", "flags": ["grad_norm_vanishing", "response_truncation"], "errors": ["response_truncation"]},
+    ]
+    gbu, advice = _diagnosed(runs)
+    (conservative,) = [line for line in gbu["bad"] if line.startswith("too conservative")]
+    assert conservative == "too conservative (the policy barely moves): timid (grad_norm_vanishing; reward_plateau)"
+    assert any(line.startswith("instability and collapse: collapsed") for line in gbu["ugly"])
+    (line,) = [a for a in advice if a.startswith("For the runs flagged too conservative")]
+    assert "lower the KL penalty rather than raise the learning rate" in line
+    assert "collapsed, no-entropy collapsed or went unstable" in line and "cut" not in line.split(":", 1)[1]
+    # at known learning rates: raise it, below the one that broke down; or not at all if it broke down there
+    _, advice = _diagnosed(runs, {"timid": 1e-6, "collapsed": 1e-5, "no-entropy": 3e-5, "cut": 1e-6})
+    assert "raise the learning rate, staying below 1e-05 where collapsed, no-entropy" in " ".join(advice)
+    _, advice = _diagnosed(runs, {"timid": 1e-5, "collapsed": 1e-5, "no-entropy": 3e-5, "cut": 1e-6})
+    assert "collapsed or went unstable at 1e-05, a learning rate they already use" in " ".join(advice)
+    _, advice = _diagnosed([timid, {"run": "fine", "flags": [], "errors": []}])
+    assert "For the runs flagged too conservative: raise the learning rate or lower the KL penalty" in advice
+    # each run's learning rate, as the sweep reads it from the config: the policy's, whatever the trainer calls it
+    verl = {"actor_rollout_ref.actor.optim.lr": 1e-06, "critic.optim.lr": 1e-05}
+    assert sweep_stats.learning_rate(verl) == 1e-06 and sweep_stats.learning_rate({"lr": "auto"}) is None
+    assert sweep_stats.learning_rate({"X_learning_rate": 2e-05, "learning_rate": 2e-05, "lr_warmup": 10}) == 2e-05
+
+
+def test_the_suggested_config_is_pointed_to_only_when_there_is_one():
+    """ "Start the next sweep from X's configuration (the suggested config below)" with nothing below it."""
+    _, advice = _diagnosed([{"run": "a", "flags": [], "errors": []}, {"run": "b", "flags": [], "errors": []}])
+    assert "Start the next sweep from a's configuration" in advice
+    effect = {
+        "param": "p",
+        "kind": "categorical",
+        "spearman": None,
+        "significant": False,
+        "confounded_with": [],
+        "levels": [],
+        "best_value": "x",
+        "peak": None,
+        "spread": 0.0,
+    }
+    assert "Start the next sweep from a's configuration (the suggested config below)" in _advice(effect)
+
+
+# ------------------------------------------------------------------------------------------ the score's interval
+
+
+def _simulated(folder: Path, level: float, steps: int, phi: float, seed: int) -> None:
+    """A run whose reward rises from 0.1 to ``level`` (settled long before its tail) under AR(1) noise of sd 0.05."""
+    rng = np.random.default_rng(seed)
+    noise = np.empty(steps)
+    noise[0] = rng.normal(0, 0.05)
+    for i in range(1, steps):
+        noise[i] = phi * noise[i - 1] + rng.normal(0, 0.05 * math.sqrt(1 - phi * phi))
+    curve = level - (level - 0.1) * np.exp(-np.arange(steps) / 8)
+    folder.mkdir(parents=True)
+    lines = [json.dumps({"step": s, "env/all/reward/total": float(v)}) for s, v in enumerate(curve + noise)]
+    (folder / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_the_score_interval_covers_the_true_level_and_is_not_absurd(tmp_path):
+    """Runs whose level is known: 300 of 40 points with independent noise and 300 of 60 points with AR(1) noise
+    (r1 = 0.5), 5 and 6 tail points. With r1 estimated from those few tail points, the second kind's intervals held
+    their level 84% of the time (r1 too low), and one in ten of the first kind's, given df = 1 (t = 12.7) by a
+    chance r1, were over 5 noise sds wide. (Both kinds of run hold the level 95-97% of the time over 2,000 seeds.)"""
+    logs = tmp_path / "logs"
+    for i in range(300):
+        _simulated(logs / f"iid-{i}", 0.5, 40, 0.0, i)
+        _simulated(logs / f"ar-{i}", 0.6, 60, 0.5, 1000 + i)
+    home = tmp_path / "home"
+    grpolens("refresh", env={"GRPOLENS_HOME": str(home), "GRPOLENS_TRAINER_LOGS": str(logs)}, check=True)
+    con = warehouse.connect_readonly(Settings(home=home))
+    try:
+        rows = con.execute(
+            "select split_part(r.name, '-', 1), t.tail_points, t.tail_ci_low, t.tail_ci_high "
+            "from int_metric__tails as t join runs as r using (run_key) where t.metric = 'reward_mean'"
+        ).fetchall()
+    finally:
+        con.close()
+    for kind, level, tail, widest in (("iid", 0.5, 5, 8), ("ar", 0.6, 6, 15)):
+        got = [(low, high) for k, points, low, high in rows if k == kind and points == tail]
+        assert len(got) == 300
+        covered = sum(low <= level <= high for low, high in got) / len(got)
+        widths = np.array([high - low for low, high in got]) / 0.05  # in noise sds
+        assert 0.92 <= covered <= 0.99, (kind, covered)
+        assert np.percentile(widths, 95) < widest, (kind, np.percentile(widths, 95))

@@ -918,3 +918,59 @@ def test_ray_tagged_verl_lines_and_slurm_out_files_are_read(tmp_path):
     rows = {(r[1], r[2]): r[3] for r in history(tmp_path / "lake")}
     assert rows[(1, "critic/score/mean")] == 0.5 and rows[(2, "actor/entropy")] == 1.1
     assert rows[(1, "reward")] == 0.25 and rows[(2, "reward")] == 0.5
+
+
+TINKER_LINE = '{{"step": {n}, "env/all/reward/total": 0.{n}, "optim/lr": 1e-05, "progress/done_frac": 0.{n}}}\n'
+
+
+def _config_of(lake_root: Path, name: str) -> dict:
+    return json.loads(run_of(lake_root, name)["config"])
+
+
+def test_a_config_file_beside_a_log_is_its_runs_config(tmp_path):
+    """The Tinker cookbook writes config.json beside metrics.jsonl (a W&B run's files/ and OmegaConf trainers write
+    config.yaml): that is the run's config, nested as written, and `runs.config` was {} for every such run, so a
+    sweep of them saw no hyper-parameter. Beside several runs' logs a config is no one's; a broken one is an issue,
+    a model's config.json no run config; a rewritten or deleted one is seen at the next ingest."""
+    logs = tmp_path / "logs"
+    tinker = {"learning_rate": 1e-05, "model_name": "meta-llama/Llama-3.2-3B", "dataset_builder": {"batch_size": 64}}
+    folders = {
+        "tinker": ("config.json", json.dumps(tinker, indent=2)),
+        "hydra": ("config.yaml", "trainer:\n  lr: 3.0e-6\n  kl_coef: 0.05\nstarted: 2025-01-02\n"),
+        "broken": ("config.json", '{"learning_rate": 1e-05,'),
+        "model": ("config.json", json.dumps({"architectures": ["LlamaForCausalLM"], "transformers_version": "4.5"})),
+    }
+    for folder, (name, text) in folders.items():
+        (logs / folder).mkdir(parents=True)
+        (logs / folder / "metrics.jsonl").write_text("".join(TINKER_LINE.format(n=n) for n in (1, 2)))
+        (logs / folder / name).write_text(text)
+    (logs / "shared").mkdir()
+    for name in ("a.jsonl", "b.jsonl"):
+        (logs / "shared" / name).write_text(TINKER_LINE.format(n=1))
+    (logs / "shared" / "config.json").write_text(json.dumps(tinker))
+    lake_root = tmp_path / "lake"
+
+    report = trainer_logs.ingest(lake_root, [logs])
+    assert _config_of(lake_root, "tinker") == tinker
+    assert _config_of(lake_root, "hydra") == {"trainer": {"lr": 3e-06, "kl_coef": 0.05}, "started": "2025-01-02"}
+    assert _config_of(lake_root, "broken") == {} and _config_of(lake_root, "model") == {}
+    assert _config_of(lake_root, "a") == {} and _config_of(lake_root, "b") == {}
+    [bad] = [(i.path, i.kind) for i in report.issues]
+    assert bad == (str(logs / "broken" / "config.json"), "bad_config")
+    assert any("beside the logs of 2 runs" in note for note in report.notes)
+    assert not trainer_logs.ingest(lake_root, [logs]).changed  # nothing rewritten: nothing read
+
+    (logs / "tinker" / "config.json").write_text(json.dumps({**tinker, "learning_rate": 4e-05}))
+    (logs / "broken" / "config.json").write_text('{"learning_rate": 2e-05}')
+    (logs / "hydra" / "config.yaml").unlink()
+    pending = sorted(p.name for p in trainer_logs.pending_files(lake_root, [logs]))
+    assert pending == ["config.json", "config.json", "config.yaml"]
+    again = trainer_logs.ingest(lake_root, [logs])
+    assert again.issues == [] and len(again.runs_touched) == 3
+    assert _config_of(lake_root, "tinker")["learning_rate"] == 4e-05
+    assert _config_of(lake_root, "broken") == {"learning_rate": 2e-05} and _config_of(lake_root, "hydra") == {}
+    assert run_of(lake_root, "tinker")["history_rows"] == 2  # the log was not read again
+
+    (logs / "tinker" / "more.jsonl").write_text(TINKER_LINE.format(n=3))  # a second run's log beside it
+    trainer_logs.ingest(lake_root, [logs])
+    assert _config_of(lake_root, "tinker") == {} and _config_of(lake_root, "more") == {}

@@ -103,6 +103,16 @@ def choose_metric(con, run_keys: list[str], metric: str | None) -> str:
             if mapped in shared:
                 return mapped
             known = ", ".join(sorted(m for m, n in shared.items() if n >= 2)) or "none"
+            raw = con.execute(
+                "select count(distinct run_key) from history where key = $m and run_key in (select unnest($k))",
+                {"m": metric, "k": run_keys},
+            ).fetchone()[0]
+            if raw and mapped is None:  # in the history, under no canonical name: the tails are computed on those
+                raise SweepError(
+                    f"metric {metric!r} is logged by {raw} of these runs but is no canonical metric, and a sweep "
+                    f"ranks on those: map it onto one in grpolens.yaml (`aliases: {{{metric}: task_score}}`, or the "
+                    f"canonical metric it measures) and refresh (metrics at least two of them share: {known})"
+                )
             raise SweepError(
                 f"metric {metric!r} is not logged by these runs (metrics at least two of them share: {known})"
             )

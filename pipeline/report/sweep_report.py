@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import polars as pl
@@ -28,6 +28,18 @@ DIAGNOSES = {
     "length limits": ("response_truncation", "response_length_growth"),
 }
 UGLY = ("instability and collapse",)
+CONSERVATIVE = "too conservative (the policy barely moves)"
+# What says a run's updates were too large or its training broke down. Such a run did not barely move, whatever its
+# gradients did after the breakdown: a collapsed policy's rewards stop varying and its gradients vanish, which
+# reward_plateau and grad_norm_vanishing then read as a policy too timid to move.
+BROKE_DOWN = frozenset(
+    DIAGNOSES["too aggressive (updates too large)"] + DIAGNOSES["instability and collapse"] + ("entropy_collapse",)
+)
+# Where a run's config comes from, for runs that have none.
+HOW_TO_CONFIGURE = (
+    "a W&B run's is what `wandb.init(config=…)` was given; a trainer log's is the config.json or config.yaml saved "
+    "beside it, alone in its folder"
+)
 
 
 def analyse(
@@ -72,7 +84,8 @@ def analyse(
                 "tied_with_best": row["tied_with_best"],
                 "config": {p["param"]: configs[key].get(p["param"]) for p in found_effects},
                 "cost": costs.get(key, {}),
-                "flags": flags.get(key, []),
+                "flags": flags.get(key, ([], []))[0],
+                "errors": flags.get(key, ([], []))[1],
                 "state": state.get(key),
                 "last_step": last_step.get(key),
                 "tail_points": row["tail_points"],
@@ -97,13 +110,21 @@ def analyse(
         "files": {"markdown": None, "plots": []},
     }
     if not found_effects:
-        if not compare:
+        # Runs without any config are not known to be repeats: nothing says how they differ.
+        if not sweep_stats.configured([configs[k] for k in ranked_keys]):
+            what = f"{selection.label}'s {len(keys)} runs" if not compare else "these runs"
+            unknown = f"no config was found for {what}, so nothing says how they differ ({HOW_TO_CONFIGURE})"
+            if not compare:
+                raise sweep.SweepError(f"{unknown}; `grpolens compare RUN…` ranks them anyway")
+            doc["note"] = unknown
+        elif not compare:
             raise sweep.SweepError(
                 f"nothing varies in the configs of {selection.label}'s {len(keys)} runs but seeds and "
                 "identifiers: they are repeats of one configuration (`grpolens compare RUN…` "
                 "ranks them anyway)"
             )
-        doc["note"] = "nothing varies in these runs' configs but seeds and identifiers: they are repeats"
+        else:
+            doc["note"] = "nothing varies in these runs' configs but seeds and identifiers: they are repeats"
     logged = sweep.task_keys(con, ranked_keys) if metric == "task_score" else {}
     if sweep.different_measures(logged):  # asked for by name: ranked, with the warning
         warning = (
@@ -113,7 +134,8 @@ def analyse(
         doc["note"] = f"{doc['note']}; {warning}" if doc.get("note") else warning
     doc["power_law_summary"] = _compare_exponents(doc["power_law"])
     doc["good_bad_ugly"] = good_bad_ugly(doc)
-    doc["recommendations"], doc["suggested_config"] = recommendations(doc, found_effects)
+    rates = {names[k]: sweep_stats.learning_rate(configs[k]) for k in ranked_keys}
+    doc["recommendations"], doc["suggested_config"] = recommendations(doc, found_effects, rates)
     return doc
 
 
@@ -135,13 +157,15 @@ def _effect_json(e: dict) -> dict:
     }
 
 
-def _flags(con, keys: list[str]) -> dict[str, list[str]]:
+def _flags(con, keys: list[str]) -> dict[str, tuple[list[str], list[str]]]:
+    """run_key -> (its warn and error checks, those with an error-level finding)."""
     rows = con.execute(
-        "select run_key, list(distinct check_name order by check_name) from anomalies "
-        "where run_key in (select unnest($k)) and severity in ('warn', 'error') group by run_key",
+        "select run_key, list(distinct check_name order by check_name), "
+        "coalesce(list(distinct check_name order by check_name) filter (where severity = 'error'), []) "
+        "from anomalies where run_key in (select unnest($k)) and severity in ('warn', 'error') group by run_key",
         {"k": keys},
     ).fetchall()
-    return dict(rows)
+    return {key: (flagged, errors) for key, flagged, errors in rows}
 
 
 def _power_law(con, keys: list[str], names: dict[str, str]) -> list[dict]:
@@ -201,7 +225,7 @@ def good_bad_ugly(doc: dict) -> dict:
     bad: list[str] = []
     ugly: list[str] = []
     for diagnosis, checks in DIAGNOSES.items():
-        hit = [r for r in runs if set(r["flags"]) & set(checks)]
+        hit = [r for r in runs if (timid(r) if diagnosis == CONSERVATIVE else set(r["flags"]) & set(checks))]
         if hit:
             line = f"{diagnosis}: " + ", ".join(
                 f"{r['run']} ({'; '.join(sorted(set(r['flags']) & set(checks)))})" for r in hit
@@ -216,6 +240,43 @@ def good_bad_ugly(doc: dict) -> dict:
                 f"{e['param']} always moved with {', '.join(e['confounded_with'])}: their effects cannot be told apart"
             )
     return {"good": good, "bad": bad, "ugly": ugly}
+
+
+def broke_down(run: dict) -> bool:
+    """A run whose flags say its updates were too large or its training collapsed."""
+    return bool(BROKE_DOWN & set(run["flags"]))
+
+
+def timid(run: dict) -> bool:
+    """Flagged as barely moving, and nothing worse: a run that broke down, or has any error-level finding, has a
+    problem that advice for a timid policy (a higher learning rate) would make worse or miss."""
+    return bool(set(run["flags"]) & set(DIAGNOSES[CONSERVATIVE])) and not (broke_down(run) or run.get("errors"))
+
+
+def _conservative_advice(runs: list[dict], rates: dict[str, float | None]) -> str:
+    """Raise the learning rate of the runs that barely moved, unless runs of the sweep broke down at that rate or at
+    a rate nobody can tell (``rates``: each run's learning rate from its config, None where it has none)."""
+    advice = "For the runs flagged too conservative"
+    broken = [r["run"] for r in runs if broke_down(r)]
+    if not broken:
+        return advice + ": raise the learning rate or lower the KL penalty"
+    named = ", ".join(broken[:4]) + (f" and {len(broken) - 4} more" if len(broken) > 4 else "")
+    broken_rates, timid_rates = [rates.get(r) for r in broken], [rates.get(r["run"]) for r in runs if timid(r)]
+    if None in broken_rates or None in timid_rates:
+        return advice + (
+            f", lower the KL penalty rather than raise the learning rate: {named} collapsed or went unstable in "
+            "this sweep, and no config says at which learning rate"
+        )
+    limit = min(cast(list[float], broken_rates))
+    if max(cast(list[float], timid_rates)) < limit:
+        return advice + (
+            f": raise the learning rate, staying below {_fmt(limit)} where {named} collapsed or went unstable, or "
+            "lower the KL penalty"
+        )
+    return advice + (
+        f", lower the KL penalty rather than raise the learning rate: {named} collapsed or went unstable at "
+        f"{_fmt(limit)}, a learning rate they already use"
+    )
 
 
 def _neighbours(levels: list[dict], value) -> tuple:
@@ -253,8 +314,11 @@ def _monotone(levels: list[dict]) -> bool:
     return len(means) >= 3 and (bool(np.all(steps > 0)) or bool(np.all(steps < 0)))
 
 
-def recommendations(doc: dict, effects: list[dict]) -> tuple[list[str], dict]:
-    """3–6 next experiments in the ablation style, and the best run's config with the supported changes."""
+def recommendations(
+    doc: dict, effects: list[dict], rates: dict[str, float | None] | None = None
+) -> tuple[list[str], dict]:
+    """3–6 next experiments in the ablation style, and the best run's config with the supported changes.
+    ``rates``: each run's learning rate (sweep_stats.learning_rate), which advice on the learning rate heeds."""
     best = doc["runs"][0]
     suggested = dict(best["config"])
     out: list[str] = []
@@ -314,11 +378,12 @@ def recommendations(doc: dict, effects: list[dict]) -> tuple[list[str], dict]:
             "best run's other settings"
         )
     if any(line.startswith("too conservative") for line in bad_lines):
-        out.append("For the runs flagged too conservative: raise the learning rate or lower the KL penalty")
+        out.append(_conservative_advice(doc["runs"], rates or {}))
     if any(line.startswith("insufficient exploration") for line in bad_lines):
         out.append("Where exploration ran out: raise the sampling temperature or the generations per prompt")
     if len(out) < 3:
-        out.append(f"Start the next sweep from {best['run']}'s configuration (the suggested config below)")
+        below = " (the suggested config below)" if suggested else ""
+        out.append(f"Start the next sweep from {best['run']}'s configuration{below}")
     if len(out) < 3 and len(doc["runs"]) < 6:
         out.append("Add runs: with so few, only large effects can be told from noise")
     return out[:6], suggested

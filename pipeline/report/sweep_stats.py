@@ -17,14 +17,28 @@ BOOTSTRAP_DRAWS = 2000
 TAIL = 0.025  # each tail of a 95% interval
 MIN_INTERVAL_RUNS = 5  # below this a rank correlation cannot be significant at 5% (4 runs: p >= 1/12)
 COLLINEAR = 0.95  # |rank correlation| at or above which two parameters are one experiment, not two
-# Config keys that identify a run rather than configure its training: never hyper-parameters.
+# Config keys that identify a run rather than configure its training: never hyper-parameters (step_source is
+# grpolens' own note of how a console log's steps were counted).
 NOT_HYPERPARAMETERS = re.compile(
     r"(^|[._/])(seed|.*_seed|run_?id|run_?name|name|id|index|.*_index|idx|.*_idx|trial.*|wandb.*|project|entity|group|tags?|notes?|job_type|"
-    r"output_?dir|.*_dir|dir|logging_dir|hub_model_id|report_to|resume.*|timestamp|date|time|host.*|"
+    r"output_?dir|.*_dir|dir|logging_dir|(log|logging|output|out|save|checkpoint|ckpt|cache|results?|run)_?(path|file)|"
+    r".*_ur[il]|ur[il]|.*_endpoint|endpoint|hub_model_id|report_to|resume.*|timestamp|date|time|host.*|"
     r"port|device.*|local_rank|world_size|node.*|num_workers|dataloader.*|save_.*|logging_.*|eval_steps|"
-    r"push_to_hub.*|overwrite.*)$",
+    r"push_to_hub.*|overwrite.*|step_source)$",
     re.IGNORECASE,
 )
+
+
+# A config key holding the policy's learning rate (`learning_rate`, `lr`, verl's `actor_rollout_ref.actor.optim.lr`).
+LEARNING_RATE = re.compile(r"(^|[._/])(learning_rate|lr)$", re.IGNORECASE)
+
+
+def learning_rate(config: dict) -> float | None:
+    """The learning rate in a flattened config: the shortest key that names one (a critic's left out), when it holds
+    a number."""
+    keys = [k for k in config if LEARNING_RATE.search(k) and "critic" not in k.lower()]
+    value = config[min(keys, key=lambda k: (len(k), k))] if keys else None
+    return float(value) if value is not None and is_number(value) else None
 
 
 def ranks(values: np.ndarray) -> np.ndarray:
@@ -116,8 +130,10 @@ def is_number(value) -> bool:
 
 
 def varying(configs: dict[str, dict]) -> dict[str, dict]:
-    """The config keys whose value differs across runs (flattened keys; identifiers, seeds and paths left out):
-    param -> {run_key: value}. A key missing from some runs varies too (its value there is None)."""
+    """The config keys whose value differs across runs (flattened keys; identifiers, seeds, paths and service
+    addresses left out): param -> {run_key: value}. A key missing from some runs varies too (its value there is
+    None). One setting written twice under a longer name with the same value in every run (chz's raw ``X_lr`` beside
+    ``lr``, ``args.lr`` beside ``lr``) is one parameter under its shorter name, not two that always moved together."""
     keys = {k for config in configs.values() for k in config}
     out = {}
     for key in sorted(keys):
@@ -127,7 +143,25 @@ def varying(configs: dict[str, dict]) -> dict[str, dict]:
         hashable = {json_key(v) for v in values.values()}
         if len(hashable) > 1:
             out[key] = values
+    for key in sorted(out, key=len, reverse=True):
+        if any(_copy_of(key, other, out) for other in out if other != key):
+            del out[key]
     return out
+
+
+def configured(configs: list[dict]) -> bool:
+    """Whether any of these (flattened) configs holds a setting beyond seeds and identifiers."""
+    return any(not NOT_HYPERPARAMETERS.search(key) for config in configs for key in config)
+
+
+def _copy_of(key: str, other: str, params: dict[str, dict]) -> bool:
+    """``key`` is ``other`` under a prefix (``X_lr``, ``args.lr`` of ``lr``) with its value in every run."""
+    return (
+        len(key) > len(other) + 1
+        and key.endswith(other)
+        and key[-len(other) - 1] in "._/"
+        and all(json_key(params[key][run]) == json_key(value) for run, value in params[other].items())
+    )
 
 
 def json_key(value) -> str:

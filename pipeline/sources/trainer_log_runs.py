@@ -1,10 +1,11 @@
 """Where trainer logs are and which run each belongs to: discovery of trainer_state.json, JSONL and console logs
-below the roots, run identity (run_id, run_key, project and name) and the runs-table record ``RunInfo``.
-The ingest itself is pipeline.sources.trainer_logs."""
+below the roots (and of the config file saved beside a log), run identity (run_id, run_key, project and name) and
+the runs-table record ``RunInfo``. The ingest itself is pipeline.sources.trainer_logs."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 from collections.abc import Iterable
@@ -14,7 +15,7 @@ from pathlib import Path
 from pipeline.secrets import redact, redact_name
 from pipeline.sources import files
 from pipeline.sources.files import FileIssue
-from pipeline.values import finite, json_text
+from pipeline.values import MAX_DEPTH, depth, finite, json_text, loads_checked
 
 SOURCE = "trainer_log"
 ENTITY = "local"
@@ -71,6 +72,12 @@ NOT_STATES = {
 # keys, so it comes after a few short ones), or the log_history list on its own (flat entries, each with a step).
 _STATE_HEAD = re.compile(rb'^\s*(\{.*?"log_history"\s*:\s*\[|\[\s*\{[^{}]*?"step"\s*:)', re.DOTALL)
 STATE_HEAD_BYTES = 65536
+# A run's configuration as its trainer saved it beside the log, the first of these names the folder holds: the Tinker
+# cookbook's ml_log writes config.json next to metrics.jsonl, a W&B run's files/ folder holds config.yaml next to
+# output.log, and trainers configured with OmegaConf or Hydra save their resolved config.yaml in the output folder.
+CONFIG_FILES = ("config.json", "config.yaml", "config.yml")
+CONFIG_MAX_BYTES = 1 << 20  # a run's config is kilobytes: a bigger file of that name is something else
+CONFIG_MAX_VALUES = 100_000  # values once YAML's aliases are expanded (a "billion laughs" file is no config)
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 _WANDB_RUN = re.compile(r"^(offline-)?run-")
 
@@ -82,10 +89,11 @@ _WANDB_RUN = re.compile(r"^(offline-)?run-")
 class Found:
     logs: list[tuple[Path, str]] = field(default_factory=list)  # append-only files and their kind (jsonl|console)
     snapshots: dict[str, list[Path]] = field(default_factory=dict)  # run folder (realpath) -> its trainer_state.json
+    configs: dict[str, Path] = field(default_factory=dict)  # folder (realpath) of append-only logs -> its config file
 
     @property
     def count(self) -> int:
-        return len(self.logs) + sum(len(v) for v in self.snapshots.values())
+        return len(self.logs) + sum(len(v) for v in self.snapshots.values()) + len(self.configs)
 
 
 def _kind(name: str) -> str | None:
@@ -135,7 +143,8 @@ def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None) -> F
     Inside a ``checkpoint-N`` folder only ``trainer_state.json`` counts (the rest are weights and tokenizer files),
     and a console log in a folder that has its trainer_state.json snapshots is left out ("where that is all there is").
     Elsewhere any ``*.json`` whose first bytes show a ``log_history`` (``_holds_log_history``) is a snapshot of its
-    folder's run, as a ``trainer_state.json`` there would be.
+    folder's run, as a ``trainer_state.json`` there would be. A folder holding JSONL or console logs is looked at
+    for a config file (CONFIG_FILES), one lstat per name.
     """
     logs: dict[str, str] = {}
     snapshots: dict[str, set[str]] = {}
@@ -177,10 +186,57 @@ def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None) -> F
                 add(Path(dirpath) / name)
     # A console log next to a trainer_state.json prints the same log_history entries, rounded: the file wins.
     logs = {p: k for p, k in logs.items() if not (k == "console" and os.path.dirname(p) in snapshots)}
+    configs = {}
+    for folder in sorted({os.path.dirname(p) for p in logs}):
+        config = next((n for n in CONFIG_FILES if files.regular(os.path.join(folder, n), skipped)), None)
+        if config is not None:
+            configs[folder] = Path(folder) / config
     return Found(
         logs=[(Path(p), k) for p, k in sorted(logs.items())],
         snapshots={run: [Path(p) for p in sorted(paths)] for run, paths in sorted(snapshots.items())},
+        configs=configs,
     )
+
+
+def load_config(path: Path) -> dict | None:
+    """The settings a config file beside a log holds, nested as written (the sweep flattens them as it does a W&B
+    run's config). None for a model's own config.json (``save_pretrained``'s: architectures, hidden sizes), which
+    describes the network rather than the training. ValueError, with the reason, for a file that is not a config."""
+    with open(path, "rb") as fh:
+        raw = fh.read(CONFIG_MAX_BYTES + 1)
+    if len(raw) > CONFIG_MAX_BYTES:
+        raise ValueError(f"larger than {CONFIG_MAX_BYTES} bytes")
+    doc = loads_checked(raw) if path.suffix == ".json" else _yaml_config(raw)
+    if not isinstance(doc, dict):
+        raise ValueError(f"a {type(doc).__name__}, not a mapping of settings")
+    if "transformers_version" in doc and ("architectures" in doc or "model_type" in doc):
+        return None
+    return doc
+
+
+def _yaml_config(raw: bytes) -> object:
+    """A YAML config as the JSON values a runs row holds (dates as text)."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"not YAML: {exc}") from None
+    except RecursionError:
+        raise ValueError("nested too deeply for a YAML parser") from None
+    stack, seen = [doc], 0
+    while stack:  # aliases repeat a value without copying it: count what writing it out would write
+        item = stack.pop()
+        seen += 1
+        if seen > CONFIG_MAX_VALUES:
+            raise ValueError(f"more than {CONFIG_MAX_VALUES} values once its aliases are expanded")
+        stack.extend(item.values() if isinstance(item, dict) else item if isinstance(item, list) else ())
+    if depth(doc) > MAX_DEPTH:
+        raise ValueError(f"nested more than {MAX_DEPTH} levels deep")
+    try:
+        return json.loads(json.dumps(doc, default=str))
+    except (TypeError, ValueError) as exc:  # a key that is a list or a mapping
+        raise ValueError(f"not a mapping JSON can hold: {exc}") from None
 
 
 # ---------------------------------------------------------------------------------------------------- identity
@@ -218,7 +274,8 @@ class RunInfo:
     name: str
     origin: str
     state: str = "unknown"
-    config: dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict)  # what the log itself says of the run (step_source)
+    file_config: dict = field(default_factory=dict)  # the config file beside the log (load_config)
     summary: dict = field(default_factory=dict)  # last value written per key, as W&B keeps it
     last_step: int | None = None
     history_rows: int = 0
@@ -233,7 +290,12 @@ class RunInfo:
     def to_state(self) -> dict:
         state = asdict(self)
         # The summary holds the logged values as they came; the cursor file lives in the lake: no secrets in it.
-        state.update(config=redact(self.config), summary=redact(self.summary), name=redact_name(self.name))
+        state.update(
+            config=redact(self.config),
+            file_config=redact(self.file_config),
+            summary=redact(self.summary),
+            name=redact_name(self.name),
+        )
         return finite(state)  # the cursor file is strict JSON
 
     def reset_history(self) -> None:
@@ -267,7 +329,7 @@ class RunInfo:
             "sweep_id": None,
             "created_at": None,
             "heartbeat_at": self.heartbeat_us,
-            "config": json_text(redact(self.config)),
+            "config": json_text(redact({**self.file_config, **self.config})),
             "summary": json_text(redact(self.summary)),
             "last_step": self.last_step,
             "history_rows": self.history_rows,

@@ -61,6 +61,14 @@ output folder; that of a JSONL or console log is the file itself (several logs s
 run is named after its folder when the file's name says nothing (``output.log``, ``metrics.jsonl``...; a W&B run's
 ``files/`` folder is skipped), else after the file's stem; ``project`` is the name of the folder above.
 
+Config. A ``trainer_state.json`` run's config is the state's other keys. A JSONL or console log's run takes the
+config file saved beside it (``config.json``, else ``config.yaml`` or ``config.yml``: the Tinker cookbook, W&B's
+``files/``, OmegaConf; trainer_log_runs.load_config), nested as written, when the logs in that folder are that one
+run's: beside several runs a config configures none of them for sure, and it is said. A config file is read again
+when its size or mtime changes (one stat per ingest); one that cannot be read is an ``ingest_issues`` row (the run
+keeps the config read before), never fatal; a model's own ``config.json`` (``save_pretrained``'s) is not a run's
+config. What the log itself says of the run (``step_source``) wins over the file's key of the same name.
+
 State. ``trainer_state``: ``finished`` when ``global_step`` reached ``max_steps`` (or the Trainer recorded
 ``should_training_stop``), else ``running``. A JSONL or console log cannot tell a finished run from a crashed or a
 live one: its state is ``unknown``; ``heartbeat_at`` is the file's mtime, the last time the trainer wrote to it.
@@ -70,6 +78,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -96,9 +105,11 @@ from pipeline.sources.trainer_log_lines import (
 )
 from pipeline.sources.trainer_log_runs import (
     SOURCE,
+    Found,
     RunInfo,
     _project,
     discover,
+    load_config,
     log_identity,
     run_id_for,
     run_key_for,
@@ -188,13 +199,22 @@ def snapshots_changed(snapshots: dict[str, list[Path]], cursors: dict) -> tuple[
     return plans, unreadable
 
 
+def configs_changed(found: Found, cursors: dict) -> list[Path]:
+    """Config files beside logs that are new, rewritten or gone since the last ingest: one stat each."""
+    present = list(found.configs.values())
+    todo, unreadable = files.changed(present, cursors)
+    gone = set(cursors) - {str(path) for path in present}
+    return [item[0] for item in todo] + [Path(p) for p in sorted(gone)] + [Path(i.path) for i in unreadable]
+
+
 def pending_files(lake_root: Path, roots: Iterable[Path]) -> list[Path]:
     """What the next ingest would read: for sensors, which must not take the ingest lock or write anything."""
     state = lake.IngestState.load(Path(lake_root), SOURCE)
     found = discover(roots)
     todo, _ = logs_with_new_bytes(found.logs, state.data.get("files", {}))
     plans, _ = snapshots_changed(found.snapshots, state.data.get("snapshots", {}))
-    return [item[0] for item in todo] + [Path(p) for plan in plans for p in (plan.changed or plan.signatures)]
+    configs = configs_changed(found, state.data.get("configs", {}))
+    return [item[0] for item in todo] + [Path(p) for plan in plans for p in (plan.changed or plan.signatures)] + configs
 
 
 # ------------------------------------------------------------------------------------------------------ ingest
@@ -224,6 +244,7 @@ class TrainerLogIngest:
             state = lake.IngestState.load(self.lake_root, SOURCE)
             cursors: dict = state.data.setdefault("files", {})
             snapshot_cursors: dict = state.data.setdefault("snapshots", {})
+            config_cursors: dict = state.data.setdefault("configs", {})
             self.runs: dict = state.data.setdefault("runs", {})
             report.issues += files.root_issues(self.roots, "GRPOLENS_TRAINER_LOGS")
             found = discover(self.roots, report.issues)
@@ -231,7 +252,7 @@ class TrainerLogIngest:
             todo, unreadable = logs_with_new_bytes(found.logs, cursors)
             plans, unreadable_snapshots = snapshots_changed(found.snapshots, snapshot_cursors)
             report.issues += unreadable + unreadable_snapshots
-            if not todo and not plans:
+            if not todo and not plans and not configs_changed(found, config_cursors):
                 report.seconds = time.perf_counter() - started
                 return report
 
@@ -257,6 +278,7 @@ class TrainerLogIngest:
                         continue
                     if new_cursor is not None:
                         cursors[str(path)] = new_cursor
+                self._attach_configs(found, cursors, config_cursors)
                 self.buffer.flush()
                 writer.commit()
             except BaseException:
@@ -284,6 +306,51 @@ class TrainerLogIngest:
             stored = self.runs.get(run_key)
             self.touched[run_key] = RunInfo.from_state(stored) if stored else RunInfo(run_key=run_key, **identity)
         return self.touched[run_key]
+
+    def _attach_configs(self, found: Found, cursors: dict, config_cursors: dict) -> None:
+        """Give each folder's config file to the one run whose logs are in that folder, reading it when it is new or
+        rewritten or its run changed (the run's first line arrived, a second run's log appeared); a run whose config
+        file went away, or went to no run, loses it."""
+        runs_in: dict[str, set[str]] = {}
+        for path, _kind in found.logs:
+            if run_key := (cursors.get(str(path)) or {}).get("run_key"):
+                runs_in.setdefault(os.path.dirname(path), set()).add(run_key)
+        present = {str(path) for path in found.configs.values()}
+        for gone in [p for p in config_cursors if p not in present]:
+            self._give_config(config_cursors.pop(gone).get("run_key"), {})
+        for folder, path in found.configs.items():
+            runs = runs_in.get(folder, set())
+            owner = next(iter(runs)) if len(runs) == 1 else None
+            known = config_cursors.get(str(path), {})
+            try:
+                size, mtime_ns = _signature(path)
+            except OSError as exc:
+                self.report.issues.append(FileIssue(str(path), 0, 0, "unreadable", str(exc)))
+                continue
+            if (known.get("size"), known.get("mtime_ns"), known.get("run_key")) == (size, mtime_ns, owner):
+                continue
+            config_cursors[str(path)] = {"size": size, "mtime_ns": mtime_ns, "run_key": owner}
+            if known.get("run_key") not in (None, owner):
+                self._give_config(known["run_key"], {})
+            if len(runs) > 1:
+                self.report.notes.append(
+                    f"{path} is beside the logs of {len(runs)} runs: it is the config of none of them (a run's "
+                    "config file is read from a folder that holds that run's log alone)"
+                )
+            if owner is None:
+                continue
+            try:
+                config = load_config(path)
+            except (OSError, ValueError, RecursionError) as exc:
+                why = f"not a run config: {exc}; the run keeps the config read before, if any"
+                self.report.issues.append(FileIssue(str(path), 0, size, "bad_config", why))
+                continue
+            self._give_config(owner, config or {})
+            self.report.files_read += 1
+
+    def _give_config(self, run_key: str | None, config: dict) -> None:
+        if run_key is not None and (run_key in self.runs or run_key in self.touched):
+            self._run(run_key).file_config = config
 
     def _emit(self, info: RunInfo, step: int, ts_us: int | None, offset: int, items: dict) -> None:
         if items:
