@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -77,6 +78,13 @@ def _isolated_env(monkeypatch, tmp_path):
 @pytest.fixture
 def home(tmp_path) -> Settings:
     return Settings(home=tmp_path / "home")
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    """A metric log as a trainer appends it: one JSON object per line (its folder made)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
 
 
 def grpolens(*args: str, env: dict | None = None, check: bool = False) -> subprocess.CompletedProcess:

@@ -29,7 +29,7 @@ from pipeline.evaluation import check_eval
 from pipeline.ingest import ingest
 from pipeline.settings import SQL_DIR, Settings
 from pipeline.sources import trainer_logs, wandb_offline
-from tests.conftest import REAL_RUNS
+from tests.conftest import REAL_RUNS, write_jsonl
 from tests.wandb_writer import write_run
 
 # DESIGN.md "Check names": one sql/checks/<name>.sql each.
@@ -1051,19 +1051,16 @@ def _tiny_runs(root: Path, logs: Path) -> None:
     # 1,600 steps of one prompt's group each: all its answers cut on a step every 100 steps, and on three steps within
     # 20 (800, 817, 819: 15 % of that window's answers, 1.2 % of the run's); then 40 % of them cut from step 1500 on
     cut = {*range(100, 1600, 100), 817, 819}
-    (logs.parent / "sparsecuts").mkdir()
-    (logs.parent / "sparsecuts" / "metrics.jsonl").write_text(
-        "".join(
-            json.dumps(
-                {
-                    "step": i,
-                    "reward": 0.5 + 0.05 * math.sin(i),
-                    "completions/clipped_ratio": 1.0 if i in cut else 0.4 if i >= 1500 else 0.0,
-                }
-            )
-            + "\n"
+    write_jsonl(
+        logs.parent / "sparsecuts" / "metrics.jsonl",
+        [
+            {
+                "step": i,
+                "reward": 0.5 + 0.05 * math.sin(i),
+                "completions/clipped_ratio": 1.0 if i in cut else 0.4 if i >= 1500 else 0.0,
+            }
             for i in range(1, 1601)
-        )
+        ],
     )
     # a hand-written trainer's console (MiniMind's print): a flat reward, KL to the reference hovering around 0
     (logs.parent / "minimind").mkdir()
@@ -1077,24 +1074,21 @@ def _tiny_runs(root: Path, logs: Path) -> None:
     )
     # Tinker's metrics.jsonl (tinker-cookbook's ml_log): the share of reward groups whose rewards differ falls from
     # 0.9 to 0.1 at step 30 (most groups tied: all solved or all failed), an evaluation every 10 steps
-    (logs.parent / "tinker-math").mkdir()
-    (logs.parent / "tinker-math" / "metrics.jsonl").write_text(
-        "".join(
-            json.dumps(
-                {
-                    "step": i,
-                    "env/all/reward/total": 0.5 + 0.01 * math.sin(i),
-                    "env/all/by_group/frac_mixed": 0.9 if i < 30 else 0.1,
-                    "env/all/ac_tokens_per_turn": 800 + 10 * math.sin(i),
-                    "optim/entropy": 0.6,
-                    "optim/lr": 4e-5,
-                    "time/total": 60.0,
-                    **({"test/env/all/correct": 0.4 + 0.01 * (i % 3)} if i % 10 == 0 else {}),
-                }
-            )
-            + "\n"
+    write_jsonl(
+        logs.parent / "tinker-math" / "metrics.jsonl",
+        [
+            {
+                "step": i,
+                "env/all/reward/total": 0.5 + 0.01 * math.sin(i),
+                "env/all/by_group/frac_mixed": 0.9 if i < 30 else 0.1,
+                "env/all/ac_tokens_per_turn": 800 + 10 * math.sin(i),
+                "optim/entropy": 0.6,
+                "optim/lr": 4e-5,
+                "time/total": 60.0,
+                **({"test/env/all/correct": 0.4 + 0.01 * (i % 3)} if i % 10 == 0 else {}),
+            }
             for i in range(60)
-        )
+        ],
     )
 
 

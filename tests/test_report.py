@@ -17,7 +17,7 @@ import pytest
 from pipeline import checks
 from pipeline.report import batch, run_report, story, tracker
 from pipeline.settings import Settings
-from tests.conftest import LENGTH_COLLAPSE, grpolens
+from tests.conftest import LENGTH_COLLAPSE, grpolens, write_jsonl
 
 HEALTHY_DEMO_RUNS = ("league-main", "trl-gsm8k-healthy", "verl-healthy", "trl-qwen-gsm8k-no-wandb")
 
@@ -209,17 +209,11 @@ def test_a_path_that_holds_no_run_is_said_so_without_building_a_warehouse(tmp_pa
     assert not (home / "grpolens.duckdb").exists() and "dbt" not in proc.stderr
 
 
-def _jsonl(path: Path, rows: list[dict]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
 def test_runs_with_little_to_judge_get_a_report_that_says_why(tmp_path):
     logs = tmp_path / "logs"
-    _jsonl(logs / "tiny" / "metrics.jsonl", [{"step": s, "reward": 0.1 * s, "kl": 0.01} for s in range(1, 4)])
-    _jsonl(logs / "custom" / "metrics.jsonl", [{"step": s, "my/score": s, "my/thing": 2 * s} for s in range(30)])
-    _jsonl(
+    write_jsonl(logs / "tiny" / "metrics.jsonl", [{"step": s, "reward": 0.1 * s, "kl": 0.01} for s in range(1, 4)])
+    write_jsonl(logs / "custom" / "metrics.jsonl", [{"step": s, "my/score": s, "my/thing": 2 * s} for s in range(30)])
+    write_jsonl(
         logs / "nonfinite" / "metrics.jsonl",
         [
             {
@@ -256,7 +250,7 @@ def test_a_condition_that_comes_and_goes_is_one_line_in_text_and_every_episode_i
         {"step": s, "reward": 0.5 + 0.01 * math.sin(s), "frac_reward_zero_std": 0.9 if (s // 20) % 2 else 0.1}
         for s in range(200)
     ]
-    _jsonl(tmp_path / "logs" / "flicker" / "metrics.jsonl", rows)
+    write_jsonl(tmp_path / "logs" / "flicker" / "metrics.jsonl", rows)
     env = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_TRAINER_LOGS": str(tmp_path / "logs")}
     grpolens("refresh", env=env, check=True)
     listed = grpolens("check", env=env, check=True)
@@ -292,9 +286,11 @@ def test_the_good_says_where_a_curve_started_and_ended_and_never_calls_a_fall_or
     rng = random.Random(7)
     rise = [0.2 + 0.006 * s + rng.gauss(0, 0.02) for s in range(100)]
     rise[0], rise[-1] = 0.9, 0.1
-    _jsonl(tmp_path / "logs" / "noisyends" / "metrics.jsonl", [{"step": s, "reward": r} for s, r in enumerate(rise)])
+    write_jsonl(
+        tmp_path / "logs" / "noisyends" / "metrics.jsonl", [{"step": s, "reward": r} for s, r in enumerate(rise)]
+    )
     stalled = [{"step": s, "reward": 0.95 + 0.04 * s / 300 + rng.gauss(0, 0.01)} for s in range(300)]
-    _jsonl(tmp_path / "logs" / "stalled" / "metrics.jsonl", stalled)
+    write_jsonl(tmp_path / "logs" / "stalled" / "metrics.jsonl", stalled)
     env = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_TRAINER_LOGS": str(tmp_path / "logs")}
     grpolens("refresh", env=env, check=True)
     settings = Settings(home=tmp_path / "home")
@@ -324,7 +320,7 @@ def test_a_transient_error_is_said_wherever_the_verdict_is(tmp_path):
         }
         for s in range(1, 201)
     ]
-    _jsonl(tmp_path / "logs" / "onespike" / "metrics.jsonl", rows)
+    write_jsonl(tmp_path / "logs" / "onespike" / "metrics.jsonl", rows)
     env = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_TRAINER_LOGS": str(tmp_path / "logs")}
     grpolens("refresh", env=env, check=True)
     doc = report_json(Settings(home=tmp_path / "home"), "onespike")
@@ -346,8 +342,8 @@ def test_a_transient_error_is_said_wherever_the_verdict_is(tmp_path):
 def test_batch_redraws_only_the_runs_that_changed(tmp_path):
     logs = tmp_path / "logs"
     rows = [{"step": s, "reward": 0.2 + 0.005 * s, "kl": 0.01, "grad_norm": 0.4} for s in range(60)]
-    grow = _jsonl(logs / "grows" / "metrics.jsonl", rows)
-    _jsonl(logs / "stays" / "metrics.jsonl", rows)
+    grow = write_jsonl(logs / "grows" / "metrics.jsonl", rows)
+    write_jsonl(logs / "stays" / "metrics.jsonl", rows)
     settings = Settings(home=tmp_path / "home")
     env = {"GRPOLENS_HOME": str(settings.home), "GRPOLENS_TRAINER_LOGS": str(logs)}
     grpolens("refresh", env=env, check=True)
@@ -471,24 +467,12 @@ def test_only_what_starts_at_or_after_the_root_cause_is_its_consequence():
     to the spike's end (10 logged intervals), is a consequence."""
     rules = {rule.name: rule for rule in checks.load_checks()}
 
-    def finding(check, severity, step, end=None):
-        return {
-            "check": check,
-            "severity": severity,
-            "step": step,
-            "step_end": end,
-            "metric": "m",
-            "value": 1.0,
-            "threshold": 0.5,
-            "message": check,
-        }
-
     told = story.tell(
         [
-            finding("kl_spike", "error", 95, 95),
-            finding("reward_plateau", "warn", 5),
-            finding("response_length_growth", "warn", 120),
-            finding("grad_norm_spike", "error", 95, 95),
+            _flag("kl_spike", "error", 95, 95),
+            _flag("reward_plateau", "warn", 5),
+            _flag("response_length_growth", "warn", 120),
+            _flag("grad_norm_spike", "error", 95, 95),
         ],
         rules,
         list(range(5, 1131, 5)),
@@ -508,22 +492,17 @@ def test_operations_are_neither_the_cause_nor_a_consequence_of_the_learning():
     improved, and a slow checkpoint was the root cause of a debug run's plateau. Neither explains the other."""
     rules = {rule.name: rule for rule in checks.load_checks()}
 
-    def finding(check, severity, step, end=None):
-        return {"check": check, "severity": severity, "step": step, "step_end": end, "message": check}
-
-    told = story.tell(
-        [finding("duplicate_steps", "warn", 0), finding("reward_plateau", "warn", 1)], rules, list(range(41))
-    )
+    told = story.tell([_flag("duplicate_steps", "warn", 0), _flag("reward_plateau", "warn", 1)], rules, list(range(41)))
     by_check = {f["check"]: f for f in told.findings}
     assert told.root["check"] == "reward_plateau"
     assert by_check["duplicate_steps"]["consequence_of"] is None and by_check["duplicate_steps"]["related_to"] is None
     alone = story.tell(
-        [finding("checkpoint_save_slow", "warn", 2), finding("throughput_drop", "warn", 3)], rules, list(range(24))
+        [_flag("checkpoint_save_slow", "warn", 2), _flag("throughput_drop", "warn", 3)], rules, list(range(24))
     )
     assert alone.root["check"] == "checkpoint_save_slow"  # with nothing about the learning, operations tell theirs
     assert alone.findings[1]["consequence_of"] == "checkpoint_save_slow"
     severe = story.tell(  # an operations error outranks a learning warning, but does not explain it
-        [finding("stale_heartbeat", "error", 30), finding("reward_plateau", "warn", 31)], rules, list(range(41))
+        [_flag("stale_heartbeat", "error", 30), _flag("reward_plateau", "warn", 31)], rules, list(range(41))
     )
     assert severe.root["check"] == "stale_heartbeat"
     assert all(f["consequence_of"] is None and f["related_to"] is None for f in severe.findings)
@@ -730,8 +709,8 @@ def test_a_kl_that_never_moves_is_no_kl_term_not_a_policy_that_stays_put(tmp_pat
     judge KL. A KL that moves, however little, is still judged."""
     rng = random.Random(3)
     flat = [{"step": s, "reward": 0.5 + rng.gauss(0, 0.02), "entropy": 0.5 + rng.gauss(0, 0.01)} for s in range(200)]
-    _jsonl(tmp_path / "logs" / "nokl" / "metrics.jsonl", [{**r, "kl": 0.0} for r in flat])
-    _jsonl(
+    write_jsonl(tmp_path / "logs" / "nokl" / "metrics.jsonl", [{**r, "kl": 0.0} for r in flat])
+    write_jsonl(
         tmp_path / "logs" / "tinykl" / "metrics.jsonl", [{**r, "kl": 1e-4 + 1e-6 * (s % 3)} for s, r in enumerate(flat)]
     )
     env = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_TRAINER_LOGS": str(tmp_path / "logs")}
@@ -776,7 +755,7 @@ def test_a_console_log_without_steps_says_its_steps_are_line_ordinals(tmp_path):
     logs = tmp_path / "logs"
     (logs / "console").mkdir(parents=True)
     (logs / "console" / "train.log").write_text("".join(f"{{'loss': 0.1, 'reward': {s / 40}}}\n" for s in range(40)))
-    _jsonl(logs / "stepped" / "metrics.jsonl", [{"step": s, "reward": s / 40} for s in range(40)])
+    write_jsonl(logs / "stepped" / "metrics.jsonl", [{"step": s, "reward": s / 40} for s in range(40)])
     env = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_TRAINER_LOGS": str(logs)}
     grpolens("refresh", env=env, check=True)
     settings = Settings(home=tmp_path / "home")
@@ -798,7 +777,7 @@ def test_a_curve_that_jumped_is_said_to_have_moved_though_it_has_no_steady_trend
         {"step": s, "reward": 0.5 + rng.gauss(0, 0.05), "entropy": (0.15 if s < 10 else 5.0) + rng.gauss(0, 0.03)}
         for s in range(40)
     ]
-    _jsonl(tmp_path / "logs" / "jump" / "metrics.jsonl", rows)
+    write_jsonl(tmp_path / "logs" / "jump" / "metrics.jsonl", rows)
     env = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_TRAINER_LOGS": str(tmp_path / "logs")}
     grpolens("refresh", env=env, check=True)
     doc = report_json(Settings(home=tmp_path / "home"), "jump")
