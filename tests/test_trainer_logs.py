@@ -927,6 +927,26 @@ def _config_of(lake_root: Path, name: str) -> dict:
     return json.loads(run_of(lake_root, name)["config"])
 
 
+# a W&B run's files/config.yaml as wandb writes it: each setting wrapped, wandb's own settings beside them
+WANDB_CONFIG_YAML = """wandb_version: 1
+
+_wandb:
+  desc: null
+  value:
+    cli_version: 0.16.6
+    python_version: 3.10.12
+learning_rate:
+  desc: null
+  value: 1.0e-06
+beta:
+  value: 0.04
+trainer:
+  desc: null
+  value:
+    num_generations: 8
+"""
+
+
 def test_a_config_file_beside_a_log_is_its_runs_config(tmp_path):
     """The Tinker cookbook writes config.json beside metrics.jsonl (a W&B run's files/ and OmegaConf trainers write
     config.yaml): that is the run's config, nested as written, and `runs.config` was {} for every such run, so a
@@ -939,6 +959,8 @@ def test_a_config_file_beside_a_log_is_its_runs_config(tmp_path):
         "hydra": ("config.yaml", "trainer:\n  lr: 3.0e-6\n  kl_coef: 0.05\nstarted: 2025-01-02\n"),
         "broken": ("config.json", '{"learning_rate": 1e-05,'),
         "model": ("config.json", json.dumps({"architectures": ["LlamaForCausalLM"], "transformers_version": "4.5"})),
+        "wandb": ("config.yaml", WANDB_CONFIG_YAML),
+        "own": ("config.yaml", "reward:\n  value: 1.0\n  desc: exact match\n"),
     }
     for folder, (name, text) in folders.items():
         (logs / folder).mkdir(parents=True)
@@ -954,6 +976,8 @@ def test_a_config_file_beside_a_log_is_its_runs_config(tmp_path):
     assert _config_of(lake_root, "tinker") == tinker
     assert _config_of(lake_root, "hydra") == {"trainer": {"lr": 3e-06, "kl_coef": 0.05}, "started": "2025-01-02"}
     assert _config_of(lake_root, "broken") == {} and _config_of(lake_root, "model") == {}
+    assert _config_of(lake_root, "wandb") == {"learning_rate": 1e-06, "beta": 0.04, "trainer": {"num_generations": 8}}
+    assert _config_of(lake_root, "own") == {"reward": {"value": 1.0, "desc": "exact match"}}
     assert _config_of(lake_root, "a") == {} and _config_of(lake_root, "b") == {}
     [bad] = [(i.path, i.kind) for i in report.issues]
     assert bad == (str(logs / "broken" / "config.json"), "bad_config")

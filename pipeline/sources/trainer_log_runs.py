@@ -211,7 +211,19 @@ def load_config(path: Path) -> dict | None:
         raise ValueError(f"a {type(doc).__name__}, not a mapping of settings")
     if "transformers_version" in doc and ("architectures" in doc or "model_type" in doc):
         return None
-    return doc
+    return _unwrapped_wandb_config(doc)
+
+
+def _unwrapped_wandb_config(doc: dict) -> dict:
+    """A W&B run's files/config.yaml wraps every setting as ``{desc: ..., value: ...}`` (``{value: ...}`` since
+    wandb 0.19) beside ``wandb_version`` and wandb's own ``_wandb``: the settings are the values, as
+    ``wandb.init(config=…)`` was given them and as the offline reader and the W&B API give them. Only a file whose
+    every setting has that shape is unwrapped, so a trainer's own config with a ``value`` key stays as written."""
+    settings = {k: v for k, v in doc.items() if k not in ("wandb_version", "_wandb")}
+    wrapped = all(isinstance(v, dict) and "value" in v and set(v) <= {"desc", "value"} for v in settings.values())
+    if not settings or not wrapped or ("wandb_version" not in doc and "_wandb" not in doc and len(settings) < 2):
+        return doc
+    return {k: v["value"] for k, v in settings.items()}
 
 
 def _yaml_config(raw: bytes) -> object:

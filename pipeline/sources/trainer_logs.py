@@ -63,11 +63,12 @@ run is named after its folder when the file's name says nothing (``output.log``,
 
 Config. A ``trainer_state.json`` run's config is the state's other keys. A JSONL or console log's run takes the
 config file saved beside it (``config.json``, else ``config.yaml`` or ``config.yml``: the Tinker cookbook, W&B's
-``files/``, OmegaConf; trainer_log_runs.load_config), nested as written, when the logs in that folder are that one
-run's: beside several runs a config configures none of them for sure, and it is said. A config file is read again
-when its size or mtime changes (one stat per ingest); one that cannot be read is an ``ingest_issues`` row (the run
-keeps the config read before), never fatal; a model's own ``config.json`` (``save_pretrained``'s) is not a run's
-config. What the log itself says of the run (``step_source``) wins over the file's key of the same name.
+``files/``, OmegaConf; trainer_log_runs.load_config), nested as written (W&B's ``{desc, value}`` wrapping taken
+off), when the logs in that folder are that one run's: beside several runs a config configures none of them for
+sure, and it is said. A config file is read again when its size or mtime changes (one stat per ingest); one that
+cannot be read is an ``ingest_issues`` row (the run keeps the config read before), never fatal; a model's own
+``config.json`` (``save_pretrained``'s) is not a run's config. What the log itself says of the run (``step_source``)
+wins over the file's key of the same name.
 
 State. ``trainer_state``: ``finished`` when ``global_step`` reached ``max_steps`` (or the Trainer recorded
 ``should_training_stop``), else ``running``. A JSONL or console log cannot tell a finished run from a crashed or a
