@@ -822,6 +822,29 @@ def _tiny_runs(root: Path, logs: Path) -> None:
                 }
             )
         write_run(root, rows, run_id=run_id, name=name)
+    # TRL, 120 steps: the answers and the format are learnt together in the first twenty steps (correctness 0.2 ->
+    # 0.65, then a sag to 0.5), after which the format goes on creeping up 0.3 -> 0.6: the thirds see a flat task
+    # beside a format gain, the run's start shows the task learnt; and a reward that rose 4% on a quiet log, a
+    # significant and immaterial gain carried by the format
+    for name, run_id, early_task, late_format in (
+        ("earlylearn", "erlylrn1", 0.45, 0.3),
+        ("smallrise", "smllrse1", 0, 0.05),
+    ):
+        rows = []
+        for i in range(120):
+            acc = 0.2 + early_task * (1 - math.exp(-i / 8)) - 0.3 * early_task * i / 120 + 0.01 * math.sin(2.3 * i)
+            acc += 0.15 if not early_task else 0.0
+            fmt = 0.2 + 0.1 * (1 - math.exp(-i / 8)) * (early_task > 0) + late_format * i / 120
+            fmt += 0.005 * math.sin(1.7 * i) + (0.4 if not early_task else 0.0)
+            rows.append(
+                {
+                    "train/reward": fmt + acc,
+                    "train/rewards/format_reward/mean": fmt,
+                    "train/rewards/correctness_reward/mean": acc,
+                    "train/global_step": i + 1,
+                }
+            )
+        write_run(root, rows, run_id=run_id, name=name)
     # no component named for the task: a format term carries the gain beside flat tool terms (judged on those), and
     # a tool term carries it beside another (no form term: nothing to call form over task)
     for name, run_id, rising in (
@@ -1264,6 +1287,16 @@ def test_a_task_that_learnt_nothing_is_flat_however_significant_its_drift(tiny):
         assert tiny(check, {"max_task_ratio": 0})["formdrift"] == []  # the drift alone is significant
     assert tiny("reward_component_dominant")["formeval"] == []  # the evaluation says the task is being learnt
     assert tiny("reward_component_dominant", {"min_eval_t": 1e9})["formeval"]
+
+
+def test_a_task_learnt_early_or_an_immaterial_gain_is_not_hacking(tiny):
+    """Answers learnt in the first steps with the format, then a plateau while the format creeps up: from the first
+    third on the task looks flat, from the run's start it gained a third of the reward's rise. And a reward that
+    rose 4% (0.75 -> 0.78, many standard errors on so quiet a log) has no gain for a term to have earned."""
+    for check in ("reward_component_dominant", "reward_hacking"):
+        assert tiny(check)["earlylearn"] == [], tiny(check)["earlylearn"]
+        assert tiny(check)["smallrise"] == []
+        assert tiny(check, {"min_total_rise": 0})["smallrise"], check  # flagged but for the size of the gain
 
 
 def test_an_episode_the_task_caught_up_with_is_not_hacking(tiny):

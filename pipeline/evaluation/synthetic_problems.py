@@ -294,6 +294,8 @@ def _hack_late(run: _Run) -> None:
     u = np.clip((t - t[k - 1]) / (1 - t[k - 1]), 0, 1)
     L["fmt2"] = np.where(after, _logit(0.08) + 5.0 * u**0.8, _logit(0.08)) + 0.1 * _ar_t(rng, n, 0.5, 3.0)
     run.label("reward_hacking", k, None, run.key("reward"), "warn")
+    if run.plan.framework == "trl":  # the second shaping term (fmt2) climbs 0.08 -> ~1 and carries the reward
+        run.label("reward_component_dominant", k, None, _comp_key(run.plan, run.plan.components[2][0]), "warn")
     run.knobs["n_evals"] = max(24, int(12 * n / max(1, n - k)))
 
 

@@ -8,7 +8,12 @@
 -- param min_points = 20      -- steps with both the component and the total reward logged
 -- param min_share = 0.7      -- the term carries this share of the total's gain, or of its variance
 -- param min_total_t = 2      -- the total reward rose: last third above first third by this many standard errors
--- param max_task_share = 0.25 -- the task components together gained at most this share of the total's gain ...
+-- param min_total_rise = 0.1 -- ... and by at least this share of its first-third level (floored at 0.1), as
+--                               reward_plateau's min_gain: a 4% rise over hundreds of steps can be significant and
+--                               is still no gain for a term to have earned
+-- param max_task_share = 0.25 -- the task components together gained at most this share of the total's gain
+--                               (between the thirds, and from the run's start: answers learnt in the first steps
+--                               with the format, then a plateau, are learning however flat the thirds look) ...
 -- param max_task_t = 1       -- ... and each is flat or down: its gain below this many SEs, or non-zero on fewer
 --                               than a tenth of the steps (near zero with a handful of hits), ...
 -- param max_task_ratio = 0.05 -- ... or a gain too small to matter: under this share of the shaping term's gain ...
@@ -63,6 +68,7 @@ runs_with_task as (
         run_key,
         bool_or(named) as named,
         sum(gain) as task_gain,
+        sum(start_gain) as task_start_gain,
         max(gain) as task_max_gain,
         bool_and((coalesce(gain_t, 0) < $max_task_t or nonzero_points < 0.1 * points)) as task_flat,
         bool_and((coalesce(gain_t, 0) < $max_task_t or nonzero_points < 0.1 * points
@@ -81,9 +87,11 @@ dominant as (
         and c.points >= $min_points
         and c.total_t >= $min_total_t
         and c.total_gain > 0
+        and c.total_gain >= $min_total_rise * greatest(abs(c.total_first_mean), 0.1)
         and (c.gain_share >= $min_share or c.variance_share >= $min_share)
         and c.gain > 0
         and t.task_gain <= $max_task_share * c.total_gain
+        and t.task_start_gain <= $max_task_share * c.total_start_gain
         and (t.task_flat or (t.task_small and t.task_max_gain <= $max_task_ratio * c.gain))
         and c.run_key not in (select l.run_key from learning as l)
 )

@@ -22,7 +22,12 @@
 --                               significant, not learning
 -- param min_points = 20      -- without a task metric: steps with a component and the total reward logged
 -- param min_total_t = 2      -- ... the total reward rose: last third above first third by this many standard errors
--- param max_task_share = 0.25 -- ... while the task components gained at most this share of it, each of them flat:
+-- param min_total_rise = 0.1 -- ... and by at least this share of its first-third level (floored at 0.1), as
+--                               reward_plateau's min_gain: a 4% rise over hundreds of steps can be significant and
+--                               is still no gain for a term to have earned
+-- param max_task_share = 0.25 -- ... while the task components gained at most this share of it (between the thirds,
+--                               and from the run's start: answers learnt in the first steps with the format, then a
+--                               plateau, are learning, however flat the thirds look), each of them flat:
 -- param max_component_t = 1  -- its gain below this many SEs (flat or down), or non-zero on under a tenth of the steps,
 -- param max_task_ratio = 0.05 -- or too small to matter: under this share of the total's gain ...
 -- param max_task_rise = 0.5  -- ... and of its own first-third level (as in reward_component_dominant)
@@ -226,7 +231,9 @@ group by c.run_key
 having bool_or(c.is_task)
     and any_value(c.total_t) >= $min_total_t
     and any_value(c.total_gain) > 0
+    and any_value(c.total_gain) >= $min_total_rise * greatest(abs(any_value(c.total_first_mean)), 0.1)
     and sum(c.gain) filter (where c.is_task) <= $max_task_share * any_value(c.total_gain)
+    and sum(c.start_gain) filter (where c.is_task) <= $max_task_share * any_value(c.total_start_gain)
     and (bool_and((coalesce(c.gain_t, 0) < $max_component_t or c.nonzero_points < 0.1 * c.points))
             filter (where c.is_task)
         or (bool_and((coalesce(c.gain_t, 0) < $max_component_t or c.nonzero_points < 0.1 * c.points

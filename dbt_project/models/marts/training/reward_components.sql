@@ -4,6 +4,11 @@
 --   gain          = the component's mean over the last third - over the first third
 --   gain_t        = that gain in standard errors (Welch); total_t the same for the total reward
 --   gain_share    = gain / the total's gain (when the reward is the sum of its terms, the shares add up to 1)
+--   total_first_mean = the total reward's mean over the first third (the level its gain is judged against)
+--   start_gain    = the last third's mean - the mean over the run's start (its first tenth, at least 3 points);
+--                   total_start_gain the same for the total. Terms learnt in the first steps (the format and the
+--                   answers together, then a plateau) mix both levels into the first third's mean, which hides
+--                   what the task gained: from the start it shows
 --   variance_share = cov(component, total) / var(total): its share of the total's movement
 --   onset_step    = the first step whose 10-point trailing mean is past half of the component's gain
 --   last_nonzero_share = how often it still fired over the last third (0: it stopped)
@@ -88,12 +93,14 @@ stats as (
         min(step) as first_step,
         max(step) as last_step,
         avg(value) filter (where idx <= n / 3) as first_mean,
+        avg(value) filter (where idx <= greatest(3, n / 10)) as start_mean,
         avg(value) filter (where idx > n - n / 3) as last_mean,
         (avg(value) filter (where idx > n - n / 3) - avg(value) filter (where idx <= n / 3))
             / nullif(sqrt(var_samp(value) filter (where idx <= n / 3) / count(*) filter (where idx <= n / 3)
                 + var_samp(value) filter (where idx > n - n / 3) / count(*) filter (where idx > n - n / 3)), 0)
             as gain_t,
         avg(total) filter (where idx <= n / 3) as total_first_mean,
+        avg(total) filter (where idx <= greatest(3, n / 10)) as total_start_mean,
         avg(total) filter (where idx > n - n / 3) as total_last_mean,
         (avg(total) filter (where idx > n - n / 3) - avg(total) filter (where idx <= n / 3))
             / nullif(sqrt(var_samp(total) filter (where idx <= n / 3) / count(*) filter (where idx <= n / 3)
@@ -140,8 +147,11 @@ final as (
         s.last_mean,
         s.last_mean - s.first_mean as gain,
         s.gain_t,
+        s.total_first_mean,
         s.total_last_mean - s.total_first_mean as total_gain,
         (s.last_mean - s.first_mean) / nullif(s.total_last_mean - s.total_first_mean, 0) as gain_share,
+        s.last_mean - s.start_mean as start_gain,
+        s.total_last_mean - s.total_start_mean as total_start_gain,
         s.total_t,
         s.variance_share,
         coalesce(o.onset_step, s.first_step) as onset_step
