@@ -28,6 +28,7 @@ UNSLOTH = REAL_RUNS / "unsloth-llama31-8b-grpo-gsm8k"
 STABLE_LOG = REAL_RUNS / "verl-opd-qwen2-3b-stable" / "output.log"
 COLLAPSE_LOG = next(LENGTH_COLLAPSE.glob("run-*/files/output.log"))
 SNIPPETS = REAL_RUNS / "issue-snippets-trl-grpo-ppo"
+TRAINER_LOG_FIXTURES = Path(__file__).parent / "fixtures" / "trainer-logs"  # parser fixtures: README there
 
 
 def history(lake_root: Path, where: str = "true") -> list[tuple]:
@@ -505,7 +506,9 @@ def test_trl_console_noise_is_ignored(tmp_path):
     assert got[2]["reward"][3] == -math.inf and got[2]["grad_norm"][3] == math.inf
     assert got[2]["completion_length"][4] == 120
     assert json.loads(run["summary"])["train_runtime"] == 12.5 and run["state"] == "finished"
-    assert run["project"] == "job" and json.loads(run["config"]) == {"step_source": "ordinal"}
+    # the first dict follows the train bar's `1/100`: the bar numbers the file (the next dict, with no redraw before
+    # it, is one logging interval on)
+    assert run["project"] == "job" and json.loads(run["config"]) == {"step_source": "progress_bar"}
 
 
 def test_trl_dicts_among_progress_bar_redraws_are_read(tmp_path):
@@ -572,6 +575,71 @@ def test_trl_dict_lines_with_a_step_use_it(tmp_path):
     got = values_by_step(lake_root, run["run_key"])
     assert sorted(got) == [10, 20] and set(got[10]) == {"loss", "eval_loss"} and "step" not in got[20]
     assert json.loads(run["config"]) == {}
+
+
+def test_a_printed_dict_is_at_the_step_its_progress_bar_counted_on_its_line(tmp_path):
+    """TRL's console prints each log dict right after the train bar's redraw, `5/100 [26:14<…]{'loss': …}`, on one
+    line of carriage returns. Numbered by their order, the dicts of this run (logging every 5 steps) were steps
+    1, 2, 3, 4: every onset, trend per 100 steps and steps-to-target five times off. The same run's
+    trainer_state.json says which steps they are, and holds the same values."""
+    lake_root = tmp_path / "lake"
+    assert trainer_logs.ingest(lake_root, [TRAINER_LOG_FIXTURES]).issues == []
+    console = run_of(lake_root, "xling-openrs-console")
+    got = values_by_step(lake_root, console["run_key"])
+    state = values_by_step(lake_root, run_of(lake_root, "xling-openrs-rs2-42")["run_key"])
+    assert sorted(got) == [5, 10, 15, 20]
+    for step, row in got.items():  # the console rounds only the epoch
+        assert {k: v[3] for k, v in row.items() if k != "epoch"} == {k: state[step][k][3] for k in row if k != "epoch"}
+    assert json.loads(console["config"]) == {"step_source": "progress_bar"}
+
+
+def test_an_eval_bar_beside_the_train_bar_never_gives_the_step(tmp_path):
+    """The Trainer's evaluation draws a bar of its own (`8/8`), on the train bar's line or on a line of its own, before
+    it prints the eval dict at the step it evaluated. Only the train bar counts steps: its total (max_steps) is the
+    one before the file's first train dict. An eval dict is at the train bar's last count, and does not repeat the
+    epoch of the train dict at that step; a dict printed lines after the bar's redraw is at that redraw's count. A
+    log whose first dict has no bar count before it keeps numbering its dicts by their order, whatever bars follow."""
+    train = "\r {0}%|#| {0}/40 [00:{0:02d}<01:00, 1.50s/it]"
+    evaluation = "\r {0}%|#| {0}/8 [00:0{0}<00:01, 4.00it/s]"
+    vllm = "\rProcessed prompts: 100%|#| 16/16 [00:03<00:00, 5.1it/s]"
+    log = tmp_path / "job" / "train.log"
+    log.parent.mkdir()
+    log.write_text(
+        "".join(train.format(n) for n in range(11))
+        + "\r          \r{'loss': 0.5, 'reward': 0.1, 'epoch': 0.25}\n"
+        + train.format(10)
+        + "".join(evaluation.format(n) for n in range(9))
+        + "\r{'eval_loss': 0.7, 'eval_reward': 0.2, 'epoch': 0.25}\n"
+        + "".join(train.format(n) + vllm for n in range(11, 21))
+        + train.format(20)
+        + "{'loss': 0.4, 'reward': 0.3, 'epoch': 0.5}\n"
+        + "".join(evaluation.format(n) for n in range(9))
+        + "\r{'eval_loss': 0.6, 'eval_reward': 0.4, 'epoch': 0.5}\n"
+        + "".join(train.format(n) for n in range(21, 31))
+        + "\r{'loss': 0.3, 'reward': 0.5, 'epoch': 0.75}\n"
+        + "".join(train.format(n) for n in range(31, 41))
+        + "\nreward_fn: 8 completions scored\n"  # a print between the bar's redraw and the dict
+        + "{'loss': 0.2, 'reward': 0.6, 'epoch': 1.0}\n"
+    )
+    lake_root = tmp_path / "lake"
+    assert trainer_logs.ingest(lake_root, [log]).issues == []
+    run = run_of(lake_root, "job")
+    got = values_by_step(lake_root, run["run_key"])
+    assert {step: {k: v[3] for k, v in row.items()} for step, row in got.items()} == {
+        10: {"loss": 0.5, "reward": 0.1, "epoch": 0.25, "eval_loss": 0.7, "eval_reward": 0.2},
+        20: {"loss": 0.4, "reward": 0.3, "epoch": 0.5, "eval_loss": 0.6, "eval_reward": 0.4},
+        30: {"loss": 0.3, "reward": 0.5, "epoch": 0.75},
+        40: {"loss": 0.2, "reward": 0.6, "epoch": 1.0},
+    }
+    assert json.loads(run["config"]) == {"step_source": "progress_bar"}
+
+    ordinal = tmp_path / "ordinal" / "train.log"  # the first dict has no count before it
+    ordinal.parent.mkdir()
+    ordinal.write_text("{'loss': 0.5, 'epoch': 0.25}\n" + train.format(20) + "\r{'loss': 0.4, 'epoch': 0.5}\n")
+    trainer_logs.ingest(lake_root, [ordinal])
+    again = run_of(lake_root, "ordinal")
+    assert sorted(values_by_step(lake_root, again["run_key"])) == [1, 2]
+    assert json.loads(again["config"]) == {"step_source": "ordinal"}
 
 
 def test_verl_console_wrappers_noise_and_a_cut_line(tmp_path):

@@ -108,16 +108,26 @@ def dict_line(line: str) -> dict | None:
 _BAR_BEFORE_DICT = re.compile(r"^(?:.*[|\]]\s*)?(?=\{['\"])")
 
 
-def embedded_dict(whole: str) -> dict | None:
+def embedded_dict(whole: str) -> tuple[str, dict] | None:
     """A printed log dict sharing its physical line with progress bars: the tqdm redraws around it, joined to it by
     carriage returns (a log captured with nohup or tee keeps them all), or a bar left without its newline before it
-    (``… 0%|          |{'loss': 2.03, …}``). What a terminal shows is only the last redraw, which is no dict. A
-    dict after other text (``config: {…}``) is not a log line."""
-    for segment in whole.split("\r"):
+    (``… 0%|          |{'loss': 2.03, …}``): (the text before it, the dict). What a terminal shows is only the last
+    redraw, which is no dict. A dict after other text (``config: {…}``) is not a log line."""
+    segments = whole.split("\r")
+    for n, segment in enumerate(segments):
         found = _BAR_BEFORE_DICT.match(segment)
         if found and (values := dict_line(segment[found.end() :].rstrip())) is not None:
-            return values
+            return "\r".join([*segments[:n], segment[: found.end()]]), values
     return None
+
+
+# tqdm's counter, `{bar}| {n}/{total} [{elapsed}<{remaining}, {rate}]` (`| 5/100 [26:14<8:17:55, 314.48s/it]`).
+_BAR_COUNT = re.compile(r"\|\s*(\d{1,18})/(\d{1,18})\s*\[")
+
+
+def bar_counts(text: str) -> list[tuple[int, int]]:
+    """Every tqdm counter in ``text`` (the redraws before a printed dict), as (n, total), in the order drawn."""
+    return [(int(m.group(1)), int(m.group(2))) for m in _BAR_COUNT.finditer(text)]
 
 
 _VERL_STEP = re.compile(r"step:(\d+)(?: - |$)")

@@ -28,8 +28,10 @@ Formats, and why each is read the way it is:
   (``nan``/``inf``, numpy/torch scalar wrappers and numeric strings are read as numbers), or such a line a terminal
   capture hard-wrapped at its width: pieces as wide as the first (within a column) are joined until the dict is
   whole, and one whose last piece is not written yet is read at the next ingest. The step is the dict's
-  ``step`` if it has one, else the line's 1-based ordinal among the file's dict lines, and the run's config then
-  says ``step_source: "ordinal"`` so nobody mistakes it for the trainer step.
+  ``step`` if it has one, else the count of the train progress bar drawn before it on its line (TRL's console:
+  ``5/100 [26:14<…]{'loss': …}`` is step 5; ``step_source: "progress_bar"``, _bar_step), else, in a log whose first
+  dict has no such count, the line's 1-based ordinal among the file's dict lines, and the run's config then says
+  ``step_source: "ordinal"`` so nobody mistakes it for the trainer step.
   ``console_verl``: ``step:N - key:value - ...`` with ``np.float64(...)``/``np.int32(...)``/``tensor(...)`` wrappers.
   W&B's console capture cuts lines at 4096 characters: a pair is kept only when `` - `` follows it, or when it ends a
   line that ended with a newline and is shorter than 4096 characters.
@@ -94,6 +96,7 @@ from pipeline.sources.files import FileIssue, IngestReport, failed_file
 from pipeline.sources.trainer_log_lines import (
     BadLine,
     KvLine,
+    bar_counts,
     complete_lines,
     dict_line,
     embedded_dict,
@@ -538,7 +541,7 @@ class TrainerLogIngest:
         """Read a log again from its start: its run's values from earlier ingests are superseded (staging keeps
         this source's rows of the run from this ingest on), so steps the new content lacks do not linger."""
         self.report.notes.append(f"{why}; reading it again from the start")
-        cursor.update(offset=0, format=None, ordinal=0, kv=None)
+        cursor.update(offset=0, format=None, ordinal=0, kv=None, bar=None)
         if cursor["run_key"] in self.runs or cursor["run_key"] in self.touched:
             info = self._run(cursor["run_key"])
             info.reset_history()
@@ -575,10 +578,11 @@ class TrainerLogIngest:
                 )
             self._emit(self._log_run(path, cursor, "jsonl"), step, ts_us, offset, items)
 
-    def _console_dict(self, path: Path, offset: int, values: dict, cursor: dict) -> None:
-        """One of the HF Trainer's printed log dicts: at its `step`, else at its ordinal among the file's dicts. The
-        end-of-training dict (`train_runtime`, `train_loss`, and what the trainer averaged since its last log) is no
-        step: it goes to the run's summary and says the training finished."""
+    def _console_dict(self, path: Path, offset: int, values: dict, cursor: dict, before: str = "") -> None:
+        """One of the HF Trainer's printed log dicts: at its `step`, else at the step its progress bar counted on its
+        line (``before`` it: _bar_step), else at its ordinal among the file's dicts. The end-of-training dict
+        (`train_runtime`, `train_loss`, and what the trainer averaged since its last log) is no step: it goes to the
+        run's summary and says the training finished."""
         cursor["format"] = "console_trl"
         if "train_runtime" in values and "step" not in values:
             info = self._log_run(path, cursor, "console_trl")
@@ -592,6 +596,13 @@ class TrainerLogIngest:
         step = integral(values.get("step"))
         if step is not None:
             del values["step"]
+        elif (step := _bar_step(cursor, values, before)) is not None:
+            info.config["step_source"] = "progress_bar"
+            # an eval dict at its train dict's step repeats its `epoch`: one value, not a repeated step (as in a
+            # trainer_state.json, whose entries at one step repeat it the same way)
+            last, cursor["bar"]["epoch"] = cursor["bar"]["epoch"], [step, values.get("epoch")]
+            if "epoch" in values and last == cursor["bar"]["epoch"]:
+                del values["epoch"]
         else:
             step = cursor["ordinal"]
             info.config["step_source"] = "ordinal"
@@ -599,15 +610,21 @@ class TrainerLogIngest:
 
     def _console_line(self, path: Path, offset: int, raw: bytes, cursor: dict) -> None:
         whole = raw.decode("utf-8", errors="replace").rstrip("\r")
+        self._console_text(path, offset, whole, cursor)
+        bar = cursor.get("bar")
+        if bar and bar["total"] and "/" in whole:  # the train bar's last count, for a dict printed on a later line
+            bar["seen"] = next((n for n, total in reversed(bar_counts(whole)) if total == bar["total"]), bar["seen"])
+
+    def _console_text(self, path: Path, offset: int, whole: str, cursor: dict) -> None:
         line = whole.rsplit("\r", 1)[-1]  # what a terminal shows after tqdm's carriage returns
         if "\x1b" in line or line.startswith("("):
             line = _RAY_TAG.sub("", _ANSI.sub("", line))
         fmt = cursor["format"]
-        if cursor.get("wrap") is not None and fmt in (None, "console_trl"):
+        if (pending := cursor.get("wrap")) is not None and fmt in (None, "console_trl"):
             joined = _unwrapped(cursor, line)
             if joined is not None:  # a piece of a dict the terminal wrapped: read whole once its last piece came
                 if joined[1] is not None:
-                    self._console_dict(path, joined[0], joined[1], cursor)
+                    self._console_dict(path, joined[0], joined[1], cursor, pending[4])
                 return
         if fmt in (None, "console_verl") and line.startswith("step:"):
             parsed = verl_line(line, cut=len(whole) >= CONSOLE_CUT)
@@ -615,14 +632,15 @@ class TrainerLogIngest:
                 cursor["format"] = "console_verl"
                 self._emit(self._log_run(path, cursor, "console_verl"), parsed[0], None, offset, parsed[1])
         elif fmt in (None, "console_trl") and line.startswith("{"):
+            before = whole[: whole.rfind("\r")] if "\r" in whole else ""
             values = dict_line(line.rstrip())
             if values is None:
                 if len(line) > WRAP_MIN_WIDTH:  # perhaps the first piece of a wrapped one
-                    cursor["wrap"] = [offset, line, len(line), 1]
+                    cursor["wrap"] = [offset, line, len(line), 1, before]
                 return
-            self._console_dict(path, offset, values, cursor)
-        elif fmt in (None, "console_trl") and "{" in whole and (values := embedded_dict(whole)) is not None:
-            self._console_dict(path, offset, values, cursor)
+            self._console_dict(path, offset, values, cursor, before)
+        elif fmt in (None, "console_trl") and "{" in whole and (found := embedded_dict(whole)) is not None:
+            self._console_dict(path, offset, found[1], cursor, found[0])
         elif fmt in (None, "console_kv") and not line.startswith(("{", "step:")):
             pairs = kv_line(line)
             state = dict(cursor.get("kv") or {})  # a copy: the cursor the ingest started from stays as it was
@@ -640,19 +658,57 @@ class TrainerLogIngest:
 
 
 def _unwrapped(cursor: dict, line: str) -> tuple[int, dict | None] | None:
-    """With the first pieces of a wrapped dict line pending in ``cursor["wrap"]`` ([offset, text, width, pieces]):
-    (its offset, the dict) when ``line`` completes it, (its offset, None) when ``line`` is one more piece of it,
-    and None when ``line`` is not part of it (the pending text is dropped, and the line read on its own)."""
-    offset, text, width, pieces = cursor["wrap"]
+    """With the first pieces of a wrapped dict line pending in ``cursor["wrap"]`` ([offset, text, width, pieces,
+    the text before it on its line]): (its offset, the dict) when ``line`` completes it, (its offset, None) when
+    ``line`` is one more piece of it, and None when ``line`` is not part of it (the pending text is dropped, and the
+    line read on its own)."""
+    offset, text, width, pieces, before = cursor["wrap"]
     values = dict_line((text + line).rstrip()) if len(line) <= width + 1 else None
     if values is not None:
         cursor["wrap"] = None
         return offset, values
     if abs(len(line) - width) <= 1 and pieces < WRAP_MAX_PIECES and not line.startswith("{"):
-        cursor["wrap"] = [offset, text + line, width, pieces + 1]
+        cursor["wrap"] = [offset, text + line, width, pieces + 1, before]
         return offset, None
     cursor["wrap"] = None
     return None
+
+
+def _bar_step(cursor: dict, values: dict, before: str) -> int | None:
+    """The trainer's step of a printed dict without one, from the tqdm counter drawn before it: the Trainer's bar
+    counts optimizer steps out of max_steps and is redrawn right before each log is printed, so
+    ``5/100 [26:14<8:17:55, 314.48s/it]{'loss': …}`` is step 5. The file's first train dict decides: a counter
+    before it on its line numbers the file by its bar (``cursor["bar"]["total"]`` = that bar's total); none leaves
+    the file numbered by its dicts' ordinals, as before (total 0, and the answer None). Other bars (an evaluation's
+    ``25/25``, vLLM's ``Processed prompts``) have other totals and are passed over; a train dict whose line shows
+    only another total is a new training in the same log, whose bar counts from then on.
+
+    A dict without the bar's count on its line (something was printed between the redraw and the dict) is at the
+    count the bar showed last (``seen``), an eval dict (``eval_*`` keys) at the step it evaluated. A train dict the
+    bar has not moved for since the one before (a redraw lost) is one logging interval after it: the Trainer logs
+    a step once."""
+    evaluation = any(key.startswith("eval_") for key in values)
+    counts = bar_counts(before) if "/" in before else []
+    if cursor.get("bar") is None:
+        if evaluation:
+            return None
+        total = counts[-1][1] if counts else 0
+        cursor["bar"] = {"total": total, "step": None, "seen": None, "interval": 1, "epoch": None}
+    bar = cursor["bar"]
+    if not bar["total"]:
+        return None
+    steps = [n for n, total in counts if total == bar["total"]]
+    if not steps and counts and not evaluation:
+        bar["total"], steps = counts[-1][1], [counts[-1][0]]
+    step, last = steps[-1] if steps else bar["seen"], bar["step"]  # last: the step of the file's last train dict
+    if evaluation:
+        return step if step is not None else last
+    if step is None or (not steps and last is not None and step <= last):
+        step = (last or 0) + bar["interval"]
+    if last is not None and step > last:
+        bar["interval"] = step - last
+    bar["step"] = step
+    return step
 
 
 def _kv_step(state: dict, line: KvLine) -> int:
