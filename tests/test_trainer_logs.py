@@ -566,6 +566,57 @@ def test_dict_lines_a_terminal_wrapped_are_read_whole_and_wait_for_their_last_pi
     assert json.loads(run["config"]) == {"step_source": "ordinal"}
 
 
+def test_a_dict_broken_anywhere_is_joined_and_one_that_never_ends_is_an_issue(tmp_path):
+    """An Unsloth + TRL log published on GitHub has its last dict broken by a newline in the middle of a key
+    (`'completions/max_terminated_length` / `': 578.0, …}`), the second piece longer than the first: no terminal's
+    wrap, so the pieces were not joined and the dict was dropped without a word. A dict broken anywhere is joined;
+    the start of a metric dict whose rest never comes is an ingest issue (a config printed over lines is not)."""
+    last = {
+        "loss": 0.0,
+        "grad_norm": 0.20969897508621216,
+        "learning_rate": 1.1111111111111112e-07,
+        "completions/mean_terminated_length": 495.0,
+        "completions/max_terminated_length": 578.0,
+        "rewards/match_format_exactly/mean": 0.0,
+        "rewards/match_format_approximately/mean": -1.875,
+        "rewards/match_format_approximately/std": 0.75,
+        "rewards/check_answer/mean": -2.0,
+        "rewards/check_numbers/mean": -1.0,
+        "reward": -4.875,
+        "reward_std": 0.75,
+        "frac_reward_zero_std": 0.0,
+        "kl": 0.0009595842566341162,
+        "epoch": 1.52,
+    }
+    text = repr(last)
+    cut = text.index("_length': 578.0") + len("_length")
+    lines = [
+        "{'loss': 0.0, 'grad_norm': 0.4456276297569275, 'kl': 0.0011, 'epoch': 1.48}",
+        text[:cut],
+        text[cut:],
+        "{'loss': 0.0, 'grad_norm': 0.5, 'learning_rate': 1e-0",  # cut off, its rest never written
+        "Traceback (most recent call last):",
+        "{'model_name': 'Qwen/Qwen3-4B-Base', 'max_seq_length': 2048,",  # a config printed over two lines
+        " 'lora_rank': 64}",
+        "{'loss': 0.0, 'grad_norm': 0.4, 'learn",  # the last line, its rest still to come
+    ]
+    log = tmp_path / "unsloth" / "train_grpo.log"
+    log.parent.mkdir()
+    log.write_text("\n".join(lines) + "\n")
+    assert len(text[cut:]) > len(text[:cut])
+    offsets = [sum(len(line) + 1 for line in lines[:n]) for n in range(len(lines))]
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [log])
+    assert [(i.kind, i.offset) for i in report.issues] == [("bad_line", offsets[3])]
+    assert "does not end" in report.issues[0].message
+    got = values_by_step(lake_root, run_of(lake_root, "train_grpo")["run_key"])
+    assert sorted(got) == [1, 2] and {k: v[3] for k, v in got[2].items()} == last
+    _age(log)  # nobody writes the file any more: its last dict will not end either
+    report = trainer_logs.ingest(lake_root, [log])
+    assert [(i.kind, i.offset) for i in report.issues] == [("bad_line", offsets[7])]
+    assert not trainer_logs.ingest(lake_root, [log]).changed  # said once
+
+
 def test_trl_dict_lines_with_a_step_use_it(tmp_path):
     log = tmp_path / "train_rank0.log"
     log.write_text("{'loss': 0.5, 'step': 10}\n{'eval_loss': 0.7, 'step': 10}\n{'loss': 0.4, 'step': 20}\n")

@@ -130,6 +130,17 @@ def bar_counts(text: str) -> list[tuple[int, int]]:
     return [(int(m.group(1)), int(m.group(2))) for m in _BAR_COUNT.finditer(text)]
 
 
+# A `'key': number` pair of a printed dict (`'loss': 0.0`, `'kl': np.float64(0.001)`, `'grad_norm': nan`).
+_DICT_NUMBER = re.compile(r"""['"][^'"]+['"]\s*:\s*(?:(?:np|numpy|torch)\.\w+\(|tensor\()?[+-]?(?:\d|\.\d|nan|inf)""")
+
+
+def opens_metric_dict(text: str) -> bool:
+    """Whether ``text`` is the start of a printed metric dict (``{'loss': 0.0, 'grad_norm': 0.63, …``): a brace, then
+    at least two numeric pairs. A config printed over lines (``{'model_name': 'Qwen',``, pprint's ``{'lr': 1e-06,``,
+    one pair a line) is not one."""
+    return re.match(r"\{\s*['\"]", text) is not None and len(_DICT_NUMBER.findall(text, 0, 4096)) >= 2
+
+
 _VERL_STEP = re.compile(r"step:(\d+)(?: - |$)")
 
 

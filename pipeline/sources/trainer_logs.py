@@ -27,7 +27,9 @@ Formats, and why each is read the way it is:
   ``console_trl``: a whole line that is one Python dict literal, as the HF Trainer prints per logging step
   (``nan``/``inf``, numpy/torch scalar wrappers and numeric strings are read as numbers), or such a line a terminal
   capture hard-wrapped at its width: pieces as wide as the first (within a column) are joined until the dict is
-  whole, and one whose last piece is not written yet is read at the next ingest. The step is the dict's
+  whole (the last piece of any width, so a dict a newline broke once anywhere, inside a key too, is joined), and
+  one whose last piece is not written yet is read at the next ingest. The start of a metric dict (a brace and two
+  numeric pairs) whose rest never comes is a ``bad_line`` issue, never lost without a word. The step is the dict's
   ``step`` if it has one, else the count of the train progress bar drawn before it on its line (TRL's console:
   ``5/100 [26:14<…]{'loss': …}`` is step 5; ``step_source: "progress_bar"``, _bar_step), else, in a log whose first
   dict has no such count, the line's 1-based ordinal among the file's dict lines, and the run's config then says
@@ -104,6 +106,7 @@ from pipeline.sources.trainer_log_lines import (
     jsonl_row,
     kv_line,
     kv_trailing,
+    opens_metric_dict,
     shown,
     verl_line,
 )
@@ -520,7 +523,9 @@ class TrainerLogIngest:
                                 f"line not usable: {type(exc).__name__}: {exc}",
                             )
                         )
-                if (wrap := cursor.pop("wrap", None)) is not None:  # its last piece is not written yet
+                if (wrap := cursor.pop("wrap", None)) is not None and finished:  # its last piece will not come
+                    self._dict_not_read(path, wrap, "the file ends before it does")
+                elif wrap is not None:  # its last piece is not written yet
                     end = wrap[0]
                 cursor.update(files.fingerprint(fh, end))
         except OSError as exc:
@@ -608,6 +613,13 @@ class TrainerLogIngest:
             info.config["step_source"] = "ordinal"
         self._emit(info, step, None, offset, values)
 
+    def _dict_not_read(self, path: Path, wrap: list, why: str) -> None:
+        """The start of a printed dict that never came whole: a metric dict is an issue, never silently lost (a
+        config printed over lines is no metric dict and stays ignored, as every other line is)."""
+        if opens_metric_dict(wrap[1]):
+            message = f"a printed metric dict that does not end ({why}): not read: {shown(wrap[1])}"
+            self.report.issues.append(FileIssue(str(path), wrap[0], len(wrap[1].encode()), "bad_line", message))
+
     def _console_line(self, path: Path, offset: int, raw: bytes, cursor: dict) -> None:
         whole = raw.decode("utf-8", errors="replace").rstrip("\r")
         self._console_text(path, offset, whole, cursor)
@@ -626,6 +638,7 @@ class TrainerLogIngest:
                 if joined[1] is not None:
                     self._console_dict(path, joined[0], joined[1], cursor, pending[4])
                 return
+            self._dict_not_read(path, pending, "the line after it does not complete it")
         if fmt in (None, "console_verl") and line.startswith("step:"):
             parsed = verl_line(line, cut=len(whole) >= CONSOLE_CUT)
             if parsed is not None and parsed[1]:
@@ -635,7 +648,7 @@ class TrainerLogIngest:
             before = whole[: whole.rfind("\r")] if "\r" in whole else ""
             values = dict_line(line.rstrip())
             if values is None:
-                if len(line) > WRAP_MIN_WIDTH:  # perhaps the first piece of a wrapped one
+                if len(line) > WRAP_MIN_WIDTH or opens_metric_dict(line):  # perhaps the first piece of a wrapped one
                     cursor["wrap"] = [offset, line, len(line), 1, before]
                 return
             self._console_dict(path, offset, values, cursor, before)
@@ -661,9 +674,12 @@ def _unwrapped(cursor: dict, line: str) -> tuple[int, dict | None] | None:
     """With the first pieces of a wrapped dict line pending in ``cursor["wrap"]`` ([offset, text, width, pieces,
     the text before it on its line]): (its offset, the dict) when ``line`` completes it, (its offset, None) when
     ``line`` is one more piece of it, and None when ``line`` is not part of it (the pending text is dropped, and the
-    line read on its own)."""
+    line read on its own). The last piece may be of any width: a dict is also broken where no terminal wraps it
+    (a log copied by hand, a second writer's newline), anywhere in it, a quoted key included
+    (``'completions/max_terminated_length`` / ``': 578.0, …}``); the middle pieces of a terminal's wrap are as wide
+    as the first."""
     offset, text, width, pieces, before = cursor["wrap"]
-    values = dict_line((text + line).rstrip()) if len(line) <= width + 1 else None
+    values = None if line.startswith("{") else dict_line((text + line).rstrip())
     if values is not None:
         cursor["wrap"] = None
         return offset, values
