@@ -133,7 +133,7 @@ def test_unsloth_trainer_state_every_value_exact(tmp_path):
     assert all(row[7] is None for step in got.values() for row in step.values())  # the file has no times
     assert run["state"] == "finished" and run["last_step"] == 250 and run["history_rows"] == 250
     config = json.loads(run["config"])
-    assert config["max_steps"] == 250 and config["global_step"] == 250 and config["logging_steps"] == 1
+    assert config["max_steps"] == 250 and config["logging_steps"] == 1 and "global_step" not in config
     assert config["train_batch_size"] == 1 and config["num_train_epochs"] == 1 and "log_history" not in config
     assert json.loads(run["summary"])["reward"] == doc["log_history"][-1]["reward"]
 
@@ -153,6 +153,28 @@ def _expected_verl_pairs(line: str) -> tuple[int, dict[str, str], str | None]:
 def _plain_number(text: str) -> float:
     match = re.fullmatch(r"np\.(?:float64|int32|int64)\((.*)\)", text)
     return float(match.group(1) if match else text)
+
+
+def test_a_trainer_states_config_is_its_settings_not_the_progress_training_recorded(tmp_path):
+    """A trainer_state.json holds the run's arguments beside what training produced: how far it got (epoch,
+    global_step, total_flos), its best checkpoint, the process flags and the TrainerControl's. Taken as the config,
+    they made a sweep of three runs report "epoch: rho = -0.87" and suggest "epoch 0.114" as a setting."""
+    lake_root = tmp_path / "lake"
+    trainer_logs.ingest(lake_root, [TRAINER_LOG_FIXTURES / "xling-openrs-rs2-42"])
+    run = run_of(lake_root, "xling-openrs-rs2-42")
+    assert json.loads(run["config"]) == {
+        "eval_steps": 500,
+        "logging_steps": 5,
+        "max_steps": 100,
+        "num_train_epochs": 1,
+        "save_steps": 50,
+        "train_batch_size": 6,
+        "trial_name": None,
+        "trial_params": None,
+    }
+    doc = json.loads(next((TRAINER_LOG_FIXTURES / "xling-openrs-rs2-42").glob("*/trainer_state.json")).read_text())
+    assert set(doc) - set(json.loads(run["config"])) == set(doc) & trainer_logs.STATE_BOOKKEEPING  # only those left
+    assert run["state"] == "running" and run["last_step"] == 50  # what the progress says is still read from it
 
 
 def test_verl_stable_console_log(tmp_path):

@@ -65,14 +65,15 @@ output folder; that of a JSONL or console log is the file itself (several logs s
 run is named after its folder when the file's name says nothing (``output.log``, ``metrics.jsonl``...; a W&B run's
 ``files/`` folder is skipped), else after the file's stem; ``project`` is the name of the folder above.
 
-Config. A ``trainer_state.json`` run's config is the state's other keys. A JSONL or console log's run takes the
-config file saved beside it (``config.json``, else ``config.yaml`` or ``config.yml``: the Tinker cookbook, W&B's
-``files/``, OmegaConf; trainer_log_runs.load_config), nested as written (W&B's ``{desc, value}`` wrapping taken
-off), when the logs in that folder are that one run's: beside several runs a config configures none of them for
-sure, and it is said. A config file is read again when its size or mtime changes (one stat per ingest); one that
-cannot be read is an ``ingest_issues`` row (the run keeps the config read before), never fatal; a model's own
-``config.json`` (``save_pretrained``'s) is not a run's config. What the log itself says of the run (``step_source``)
-wins over the file's key of the same name.
+Config. A ``trainer_state.json`` run's config is the state's keys that configure the run (``max_steps``,
+``num_train_epochs``, ``train_batch_size``, ``logging_steps``…), not what training produced (STATE_BOOKKEEPING). A
+JSONL or console log's run takes the config file saved beside it (``config.json``, else ``config.yaml`` or
+``config.yml``: the Tinker cookbook, W&B's ``files/``, OmegaConf; trainer_log_runs.load_config), nested as written
+(W&B's ``{desc, value}`` wrapping taken off), when the logs in that folder are that one run's: beside several runs a
+config configures none of them for sure, and it is said. A config file is read again when its size or mtime changes
+(one stat per ingest); one that cannot be read is an ``ingest_issues`` row (the run keeps the config read before),
+never fatal; a model's own ``config.json`` (``save_pretrained``'s) is not a run's config. What the log itself says
+of the run (``step_source``) wins over the file's key of the same name.
 
 State. ``trainer_state``: ``finished`` when ``global_step`` reached ``max_steps`` (or the Trainer recorded
 ``should_training_stop``), else ``running``. A JSONL or console log cannot tell a finished run from a crashed or a
@@ -130,6 +131,26 @@ from pipeline.values import (
 )
 
 CONSOLE_CUT = 4096  # W&B's console capture cuts lines at this many characters
+# What a trainer_state.json records of the training's progress and of the process that saved it, beside the
+# arguments that configure the run (max_steps, num_train_epochs, train_batch_size, logging/eval/save_steps): state
+# that training produces, so never the run's config. A sweep compared runs by how far their epoch had got
+# ("epoch: rho = -0.87") and suggested "epoch 0.114" as a setting.
+STATE_BOOKKEEPING = frozenset(
+    {
+        "log_history",
+        "epoch",
+        "global_step",
+        "total_flos",
+        "num_input_tokens_seen",
+        "best_metric",
+        "best_model_checkpoint",
+        "best_global_step",
+        "is_hyper_param_search",
+        "is_local_process_zero",
+        "is_world_process_zero",
+        "stateful_callbacks",  # the TrainerControl flags (should_save, should_training_stop) and callbacks' state
+    }
+)
 # What sits in front of a trainer's own line in a captured console: terminal colour codes, and Ray's tag of the
 # process that printed it (verl's driver prints through Ray: "\x1b[36m(TaskRunner pid=678203)\x1b[0m step:1 - ...").
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -471,7 +492,7 @@ class TrainerLogIngest:
                 )
         config = {}
         for key, value in doc.items():
-            if key == "log_history":
+            if key in STATE_BOOKKEEPING:
                 continue
             if depth(value) > MAX_DEPTH:
                 self.report.issues.append(
