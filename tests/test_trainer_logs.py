@@ -22,7 +22,7 @@ import pytest
 
 from pipeline import lake
 from pipeline.sources import files, trainer_logs
-from tests.conftest import LENGTH_COLLAPSE, REAL_RUNS
+from tests.conftest import LENGTH_COLLAPSE, REAL_RUNS, write_jsonl
 
 UNSLOTH = REAL_RUNS / "unsloth-llama31-8b-grpo-gsm8k"
 STABLE_LOG = REAL_RUNS / "verl-opd-qwen2-3b-stable" / "output.log"
@@ -777,6 +777,39 @@ def test_jsonl_step_fields_and_verl_file_logger(tmp_path):
         ("roll", 11, "actor/pg_loss"): 0.2,
         ("loop", 3, "mean_reward"): 0.88,
     }
+
+
+def test_a_jsonl_config_record_is_the_runs_config_not_a_skipped_line(tmp_path):
+    """A custom trainer writes its arguments as the first record of its metric log, `{"type": "config", "args":
+    {...}}`: it was reported as a line without a step and the run had no config, so a sweep of its arms compared
+    nothing. A record holding nothing but a mapping of settings (`{"hparams": {...}}`) is one too; it wins over a
+    config file beside the log for the keys both give (it is this run's own word). Any other stepless line is
+    still a no_step issue."""
+    args = {"model": "Qwen/Qwen2.5-0.5B", "steps": 400, "batch_size": 8, "lr": 1e-05, "entropy_beta": 0.01, "seed": 7}
+    argv = ["train_verifier_reward.py", "--steps", "400", "--lr", "1e-5", "--entropy-beta", "0.01"]
+    logs = tmp_path / "logs"
+    write_jsonl(
+        logs / "mitigated" / "training_log_mitigated_seed7.jsonl",
+        [
+            {"type": "config", "argv": argv, "args": args, "device": "cuda"},
+            {"step": 0, "mean_reward": None, "accuracy": 0.475},
+            {"note": "eval skipped", "accuracy": 0.5},  # stepless, and no config
+            {"step": 20, "mean_reward": 0.1, "accuracy": 0.5},
+        ],
+    )
+    write_jsonl(
+        logs / "hparams" / "metrics.jsonl", [{"hparams": {"lr": 3e-06, "kl_coef": 0.05}}, {"step": 1, "loss": 1}]
+    )
+    (logs / "hparams" / "config.json").write_text(json.dumps({"lr": 1e-06, "model": "Qwen3-4B"}))
+    write_jsonl(logs / "typed" / "metrics.jsonl", [{"type": "config", "lr": 2e-05}, {"step": 1, "loss": 1}])
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [logs])
+    assert [(Path(i.path).name, i.kind) for i in report.issues] == [("training_log_mitigated_seed7.jsonl", "no_step")]
+    assert _config_of(lake_root, "training_log_mitigated_seed7") == args
+    assert _config_of(lake_root, "hparams") == {"lr": 3e-06, "kl_coef": 0.05, "model": "Qwen3-4B"}
+    assert _config_of(lake_root, "typed") == {"lr": 2e-05}
+    run = run_of(lake_root, "training_log_mitigated_seed7")
+    assert sorted(values_by_step(lake_root, run["run_key"])) == [0, 20] and run["history_rows"] == 2
 
 
 def test_ingest_takes_the_source_lock(tmp_path):

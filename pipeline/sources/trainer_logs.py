@@ -18,7 +18,9 @@ Formats, and why each is read the way it is:
   as a value), including
   verl's file logger ``{"step": N, "data": {...}}``. Keys are kept as the file writes them (a nested dict value is
   spread over ``key.sub`` keys by the lake's decoder, as for W&B). ``_timestamp`` (seconds, as W&B writes it) gives
-  the row's time. A bad line is skipped and reported (``bad_line``/``no_step`` with its byte offset), never fatal.
+  the row's time. A stepless record of settings (``{"type": "config", "args": {...}}``,
+  trainer_log_lines.config_record) is the run's config. A bad line is skipped and reported (``bad_line``/``no_step``
+  with its byte offset), never fatal.
 - **Console logs** (``*.log``, ``*.txt``, ``*.out``, or any text file named on its own rather than found in a
   folder), read where that is all there is (not next to the run's
   ``trainer_state.json``, which holds the same entries unrounded). Only two kinds of line mean anything; the rest
@@ -73,7 +75,7 @@ JSONL or console log's run takes the config file saved beside it (``config.json`
 config configures none of them for sure, and it is said. A config file is read again when its size or mtime changes
 (one stat per ingest); one that cannot be read is an ``ingest_issues`` row (the run keeps the config read before),
 never fatal; a model's own ``config.json`` (``save_pretrained``'s) is not a run's config. What the log itself says
-of the run (``step_source``) wins over the file's key of the same name.
+of the run (``step_source``, a JSONL log's config record) wins over the file's key of the same name.
 
 State. ``trainer_state``: ``finished`` when ``global_step`` reached ``max_steps`` (or the Trainer recorded
 ``should_training_stop``), else ``running``. A JSONL or console log cannot tell a finished run from a crashed or a
@@ -98,6 +100,7 @@ from pipeline.sources import files
 from pipeline.sources.files import FileIssue, IngestReport, failed_file
 from pipeline.sources.trainer_log_lines import (
     BadLine,
+    ConfigRecord,
     KvLine,
     bar_counts,
     complete_lines,
@@ -588,6 +591,9 @@ class TrainerLogIngest:
             row = jsonl_row(raw)
         except BadLine as exc:
             self.report.issues.append(FileIssue(str(path), offset, len(raw) + 1, exc.kind, str(exc)))
+            return
+        if isinstance(row, ConfigRecord):  # the run's settings, as a config file beside the log gives them
+            self._log_run(path, cursor, "jsonl").config.update(row.settings)
             return
         if row is not None:
             step, ts_us, items = row
