@@ -715,6 +715,25 @@ def test_an_eval_bar_beside_the_train_bar_never_gives_the_step(tmp_path):
     assert json.loads(again["config"]) == {"step_source": "ordinal"}
 
 
+def test_a_log_numbered_by_ordinal_before_bars_were_read_keeps_its_numbering(tmp_path):
+    """A live console log read by a grpolens that numbered every dict by its order has a cursor that says nothing
+    of bars: its next dicts continue that numbering rather than jumping to the bar's count mid-run."""
+    bar = "\r {0}%|#| {0}/100 [00:{0:02d}<01:00, 1.50s/it]"
+    log = tmp_path / "live" / "train.log"
+    log.parent.mkdir()
+    log.write_text(bar.format(5) + "\r{'loss': 0.5, 'epoch': nan}\n")  # (a NaN the strict cursor file still holds)
+    lake_root = tmp_path / "lake"
+    assert trainer_logs.ingest(lake_root, [log]).issues == []
+    state = lake.IngestState.load(lake_root, "trainer_log")
+    del state.data["files"][str(log)]["bar"]  # as the earlier version left it (its step was the ordinal, 1)
+    state.save(state.data["last_ingest_id"])
+    with open(log, "a") as fh:
+        fh.write(bar.format(10) + "\r{'loss': 0.4, 'epoch': 0.1}\n")
+    trainer_logs.ingest(lake_root, [log])
+    got = values_by_step(lake_root, run_of(lake_root, "live")["run_key"])
+    assert {step: row["loss"][3] for step, row in got.items() if row["loss"][8] > 1} == {2: 0.4}
+
+
 def test_verl_console_wrappers_noise_and_a_cut_line(tmp_path):
     head = "step:3 - actor/entropy:np.float64(0.25) - num_turns/max:np.int32(16) - perf/x:np.int64(7)"
     filler = " - " + " - ".join(f"val-aux/k{i}:np.float64(0.{i:04d})" for i in range(200))

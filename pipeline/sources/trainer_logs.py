@@ -518,6 +518,7 @@ class TrainerLogIngest:
     def _read_log(self, path: Path, kind: str, size: int, mtime_ns: int, cursor: dict | None) -> dict | None:
         """Read one JSONL or console log from its cursor; returns the new cursor, None if it could not be read."""
         cursor = dict(cursor) if cursor else {"offset": 0, "size": 0, "format": None, "ordinal": 0, "run_key": None}
+        cursor.setdefault("bar", None if cursor["ordinal"] == 0 else {"total": 0})  # read before bars counted: ordinal
         if size < cursor["size"]:
             self._restart(cursor, f"{path} shrank from {cursor['size']} to {size} bytes")
         read_line = self._jsonl_line if kind == "jsonl" else self._console_line
@@ -631,8 +632,8 @@ class TrainerLogIngest:
         elif (step := _bar_step(cursor, values, before)) is not None:
             info.config["step_source"] = "progress_bar"
             # an eval dict at its train dict's step repeats its `epoch`: one value, not a repeated step (as in a
-            # trainer_state.json, whose entries at one step repeat it the same way)
-            last, cursor["bar"]["epoch"] = cursor["bar"]["epoch"], [step, values.get("epoch")]
+            # trainer_state.json, whose entries at one step repeat it the same way); the cursor file is strict JSON
+            last, cursor["bar"]["epoch"] = cursor["bar"]["epoch"], [step, finite(values.get("epoch"))]
             if "epoch" in values and last == cursor["bar"]["epoch"]:
                 del values["epoch"]
         else:
