@@ -22,12 +22,13 @@ import pytest
 
 from pipeline import lake
 from pipeline.sources import files, trainer_logs
-from tests.conftest import LENGTH_COLLAPSE, REAL_RUNS
+from tests.conftest import LENGTH_COLLAPSE, REAL_RUNS, write_jsonl
 
 UNSLOTH = REAL_RUNS / "unsloth-llama31-8b-grpo-gsm8k"
 STABLE_LOG = REAL_RUNS / "verl-opd-qwen2-3b-stable" / "output.log"
 COLLAPSE_LOG = next(LENGTH_COLLAPSE.glob("run-*/files/output.log"))
 SNIPPETS = REAL_RUNS / "issue-snippets-trl-grpo-ppo"
+TRAINER_LOG_FIXTURES = Path(__file__).parent / "fixtures" / "trainer-logs"  # parser fixtures: README there
 
 
 def history(lake_root: Path, where: str = "true") -> list[tuple]:
@@ -132,7 +133,7 @@ def test_unsloth_trainer_state_every_value_exact(tmp_path):
     assert all(row[7] is None for step in got.values() for row in step.values())  # the file has no times
     assert run["state"] == "finished" and run["last_step"] == 250 and run["history_rows"] == 250
     config = json.loads(run["config"])
-    assert config["max_steps"] == 250 and config["global_step"] == 250 and config["logging_steps"] == 1
+    assert config["max_steps"] == 250 and config["logging_steps"] == 1 and "global_step" not in config
     assert config["train_batch_size"] == 1 and config["num_train_epochs"] == 1 and "log_history" not in config
     assert json.loads(run["summary"])["reward"] == doc["log_history"][-1]["reward"]
 
@@ -152,6 +153,28 @@ def _expected_verl_pairs(line: str) -> tuple[int, dict[str, str], str | None]:
 def _plain_number(text: str) -> float:
     match = re.fullmatch(r"np\.(?:float64|int32|int64)\((.*)\)", text)
     return float(match.group(1) if match else text)
+
+
+def test_a_trainer_states_config_is_its_settings_not_the_progress_training_recorded(tmp_path):
+    """A trainer_state.json holds the run's arguments beside what training produced: how far it got (epoch,
+    global_step, total_flos), its best checkpoint, the process flags and the TrainerControl's. Taken as the config,
+    they made a sweep of three runs report "epoch: rho = -0.87" and suggest "epoch 0.114" as a setting."""
+    lake_root = tmp_path / "lake"
+    trainer_logs.ingest(lake_root, [TRAINER_LOG_FIXTURES / "xling-openrs-rs2-42"])
+    run = run_of(lake_root, "xling-openrs-rs2-42")
+    assert json.loads(run["config"]) == {
+        "eval_steps": 500,
+        "logging_steps": 5,
+        "max_steps": 100,
+        "num_train_epochs": 1,
+        "save_steps": 50,
+        "train_batch_size": 6,
+        "trial_name": None,
+        "trial_params": None,
+    }
+    doc = json.loads(next((TRAINER_LOG_FIXTURES / "xling-openrs-rs2-42").glob("*/trainer_state.json")).read_text())
+    assert set(doc) - set(json.loads(run["config"])) == set(doc) & trainer_logs.STATE_BOOKKEEPING  # only those left
+    assert run["state"] == "running" and run["last_step"] == 50  # what the progress says is still read from it
 
 
 def test_verl_stable_console_log(tmp_path):
@@ -505,7 +528,9 @@ def test_trl_console_noise_is_ignored(tmp_path):
     assert got[2]["reward"][3] == -math.inf and got[2]["grad_norm"][3] == math.inf
     assert got[2]["completion_length"][4] == 120
     assert json.loads(run["summary"])["train_runtime"] == 12.5 and run["state"] == "finished"
-    assert run["project"] == "job" and json.loads(run["config"]) == {"step_source": "ordinal"}
+    # the first dict follows the train bar's `1/100`: the bar numbers the file (the next dict, with no redraw before
+    # it, is one logging interval on)
+    assert run["project"] == "job" and json.loads(run["config"]) == {"step_source": "progress_bar"}
 
 
 def test_trl_dicts_among_progress_bar_redraws_are_read(tmp_path):
@@ -563,6 +588,57 @@ def test_dict_lines_a_terminal_wrapped_are_read_whole_and_wait_for_their_last_pi
     assert json.loads(run["config"]) == {"step_source": "ordinal"}
 
 
+def test_a_dict_broken_anywhere_is_joined_and_one_that_never_ends_is_an_issue(tmp_path):
+    """An Unsloth + TRL log published on GitHub has its last dict broken by a newline in the middle of a key
+    (`'completions/max_terminated_length` / `': 578.0, …}`), the second piece longer than the first: no terminal's
+    wrap, so the pieces were not joined and the dict was dropped without a word. A dict broken anywhere is joined;
+    the start of a metric dict whose rest never comes is an ingest issue (a config printed over lines is not)."""
+    last = {
+        "loss": 0.0,
+        "grad_norm": 0.20969897508621216,
+        "learning_rate": 1.1111111111111112e-07,
+        "completions/mean_terminated_length": 495.0,
+        "completions/max_terminated_length": 578.0,
+        "rewards/match_format_exactly/mean": 0.0,
+        "rewards/match_format_approximately/mean": -1.875,
+        "rewards/match_format_approximately/std": 0.75,
+        "rewards/check_answer/mean": -2.0,
+        "rewards/check_numbers/mean": -1.0,
+        "reward": -4.875,
+        "reward_std": 0.75,
+        "frac_reward_zero_std": 0.0,
+        "kl": 0.0009595842566341162,
+        "epoch": 1.52,
+    }
+    text = repr(last)
+    cut = text.index("_length': 578.0") + len("_length")
+    lines = [
+        "{'loss': 0.0, 'grad_norm': 0.4456276297569275, 'kl': 0.0011, 'epoch': 1.48}",
+        text[:cut],
+        text[cut:],
+        "{'loss': 0.0, 'grad_norm': 0.5, 'learning_rate': 1e-0",  # cut off, its rest never written
+        "Traceback (most recent call last):",
+        "{'model_name': 'Qwen/Qwen3-4B-Base', 'max_seq_length': 2048,",  # a config printed over two lines
+        " 'lora_rank': 64}",
+        "{'loss': 0.0, 'grad_norm': 0.4, 'learn",  # the last line, its rest still to come
+    ]
+    log = tmp_path / "unsloth" / "train_grpo.log"
+    log.parent.mkdir()
+    log.write_text("\n".join(lines) + "\n")
+    assert len(text[cut:]) > len(text[:cut])
+    offsets = [sum(len(line) + 1 for line in lines[:n]) for n in range(len(lines))]
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [log])
+    assert [(i.kind, i.offset) for i in report.issues] == [("bad_line", offsets[3])]
+    assert "does not end" in report.issues[0].message
+    got = values_by_step(lake_root, run_of(lake_root, "train_grpo")["run_key"])
+    assert sorted(got) == [1, 2] and {k: v[3] for k, v in got[2].items()} == last
+    _age(log)  # nobody writes the file any more: its last dict will not end either
+    report = trainer_logs.ingest(lake_root, [log])
+    assert [(i.kind, i.offset) for i in report.issues] == [("bad_line", offsets[7])]
+    assert not trainer_logs.ingest(lake_root, [log]).changed  # said once
+
+
 def test_trl_dict_lines_with_a_step_use_it(tmp_path):
     log = tmp_path / "train_rank0.log"
     log.write_text("{'loss': 0.5, 'step': 10}\n{'eval_loss': 0.7, 'step': 10}\n{'loss': 0.4, 'step': 20}\n")
@@ -572,6 +648,90 @@ def test_trl_dict_lines_with_a_step_use_it(tmp_path):
     got = values_by_step(lake_root, run["run_key"])
     assert sorted(got) == [10, 20] and set(got[10]) == {"loss", "eval_loss"} and "step" not in got[20]
     assert json.loads(run["config"]) == {}
+
+
+def test_a_printed_dict_is_at_the_step_its_progress_bar_counted_on_its_line(tmp_path):
+    """TRL's console prints each log dict right after the train bar's redraw, `5/100 [26:14<…]{'loss': …}`, on one
+    line of carriage returns. Numbered by their order, the dicts of this run (logging every 5 steps) were steps
+    1, 2, 3, 4: every onset, trend per 100 steps and steps-to-target five times off. The same run's
+    trainer_state.json says which steps they are, and holds the same values."""
+    lake_root = tmp_path / "lake"
+    assert trainer_logs.ingest(lake_root, [TRAINER_LOG_FIXTURES]).issues == []
+    console = run_of(lake_root, "xling-openrs-console")
+    got = values_by_step(lake_root, console["run_key"])
+    state = values_by_step(lake_root, run_of(lake_root, "xling-openrs-rs2-42")["run_key"])
+    assert sorted(got) == [5, 10, 15, 20]
+    for step, row in got.items():  # the console rounds only the epoch
+        assert {k: v[3] for k, v in row.items() if k != "epoch"} == {k: state[step][k][3] for k in row if k != "epoch"}
+    assert json.loads(console["config"]) == {"step_source": "progress_bar"}
+
+
+def test_an_eval_bar_beside_the_train_bar_never_gives_the_step(tmp_path):
+    """The Trainer's evaluation draws a bar of its own (`8/8`), on the train bar's line or on a line of its own, before
+    it prints the eval dict at the step it evaluated. Only the train bar counts steps: its total (max_steps) is the
+    one before the file's first train dict. An eval dict is at the train bar's last count, and does not repeat the
+    epoch of the train dict at that step; a dict printed lines after the bar's redraw is at that redraw's count. A
+    log whose first dict has no bar count before it keeps numbering its dicts by their order, whatever bars follow."""
+    train = "\r {0}%|#| {0}/40 [00:{0:02d}<01:00, 1.50s/it]"
+    evaluation = "\r {0}%|#| {0}/8 [00:0{0}<00:01, 4.00it/s]"
+    vllm = "\rProcessed prompts: 100%|#| 16/16 [00:03<00:00, 5.1it/s]"
+    log = tmp_path / "job" / "train.log"
+    log.parent.mkdir()
+    log.write_text(
+        "".join(train.format(n) for n in range(11))
+        + "\r          \r{'loss': 0.5, 'reward': 0.1, 'epoch': 0.25}\n"
+        + train.format(10)
+        + "".join(evaluation.format(n) for n in range(9))
+        + "\r{'eval_loss': 0.7, 'eval_reward': 0.2, 'epoch': 0.25}\n"
+        + "".join(train.format(n) + vllm for n in range(11, 21))
+        + train.format(20)
+        + "{'loss': 0.4, 'reward': 0.3, 'epoch': 0.5}\n"
+        + "".join(evaluation.format(n) for n in range(9))
+        + "\r{'eval_loss': 0.6, 'eval_reward': 0.4, 'epoch': 0.5}\n"
+        + "".join(train.format(n) for n in range(21, 31))
+        + "\r{'loss': 0.3, 'reward': 0.5, 'epoch': 0.75}\n"
+        + "".join(train.format(n) for n in range(31, 41))
+        + "\nreward_fn: 8 completions scored\n"  # a print between the bar's redraw and the dict
+        + "{'loss': 0.2, 'reward': 0.6, 'epoch': 1.0}\n"
+    )
+    lake_root = tmp_path / "lake"
+    assert trainer_logs.ingest(lake_root, [log]).issues == []
+    run = run_of(lake_root, "job")
+    got = values_by_step(lake_root, run["run_key"])
+    assert {step: {k: v[3] for k, v in row.items()} for step, row in got.items()} == {
+        10: {"loss": 0.5, "reward": 0.1, "epoch": 0.25, "eval_loss": 0.7, "eval_reward": 0.2},
+        20: {"loss": 0.4, "reward": 0.3, "epoch": 0.5, "eval_loss": 0.6, "eval_reward": 0.4},
+        30: {"loss": 0.3, "reward": 0.5, "epoch": 0.75},
+        40: {"loss": 0.2, "reward": 0.6, "epoch": 1.0},
+    }
+    assert json.loads(run["config"]) == {"step_source": "progress_bar"}
+
+    ordinal = tmp_path / "ordinal" / "train.log"  # the first dict has no count before it
+    ordinal.parent.mkdir()
+    ordinal.write_text("{'loss': 0.5, 'epoch': 0.25}\n" + train.format(20) + "\r{'loss': 0.4, 'epoch': 0.5}\n")
+    trainer_logs.ingest(lake_root, [ordinal])
+    again = run_of(lake_root, "ordinal")
+    assert sorted(values_by_step(lake_root, again["run_key"])) == [1, 2]
+    assert json.loads(again["config"]) == {"step_source": "ordinal"}
+
+
+def test_a_log_numbered_by_ordinal_before_bars_were_read_keeps_its_numbering(tmp_path):
+    """A live console log read by a grpolens that numbered every dict by its order has a cursor that says nothing
+    of bars: its next dicts continue that numbering rather than jumping to the bar's count mid-run."""
+    bar = "\r {0}%|#| {0}/100 [00:{0:02d}<01:00, 1.50s/it]"
+    log = tmp_path / "live" / "train.log"
+    log.parent.mkdir()
+    log.write_text(bar.format(5) + "\r{'loss': 0.5, 'epoch': nan}\n")  # (a NaN the strict cursor file still holds)
+    lake_root = tmp_path / "lake"
+    assert trainer_logs.ingest(lake_root, [log]).issues == []
+    state = lake.IngestState.load(lake_root, "trainer_log")
+    del state.data["files"][str(log)]["bar"]  # as the earlier version left it (its step was the ordinal, 1)
+    state.save(state.data["last_ingest_id"])
+    with open(log, "a") as fh:
+        fh.write(bar.format(10) + "\r{'loss': 0.4, 'epoch': 0.1}\n")
+    trainer_logs.ingest(lake_root, [log])
+    got = values_by_step(lake_root, run_of(lake_root, "live")["run_key"])
+    assert {step: row["loss"][3] for step, row in got.items() if row["loss"][8] > 1} == {2: 0.4}
 
 
 def test_verl_console_wrappers_noise_and_a_cut_line(tmp_path):
@@ -636,6 +796,39 @@ def test_jsonl_step_fields_and_verl_file_logger(tmp_path):
         ("roll", 11, "actor/pg_loss"): 0.2,
         ("loop", 3, "mean_reward"): 0.88,
     }
+
+
+def test_a_jsonl_config_record_is_the_runs_config_not_a_skipped_line(tmp_path):
+    """A custom trainer writes its arguments as the first record of its metric log, `{"type": "config", "args":
+    {...}}`: it was reported as a line without a step and the run had no config, so a sweep of its arms compared
+    nothing. A record holding nothing but a mapping of settings (`{"hparams": {...}}`) is one too; it wins over a
+    config file beside the log for the keys both give (it is this run's own word). Any other stepless line is
+    still a no_step issue."""
+    args = {"model": "Qwen/Qwen2.5-0.5B", "steps": 400, "batch_size": 8, "lr": 1e-05, "entropy_beta": 0.01, "seed": 7}
+    argv = ["train_verifier_reward.py", "--steps", "400", "--lr", "1e-5", "--entropy-beta", "0.01"]
+    logs = tmp_path / "logs"
+    write_jsonl(
+        logs / "mitigated" / "training_log_mitigated_seed7.jsonl",
+        [
+            {"type": "config", "argv": argv, "args": args, "device": "cuda"},
+            {"step": 0, "mean_reward": None, "accuracy": 0.475},
+            {"note": "eval skipped", "accuracy": 0.5},  # stepless, and no config
+            {"step": 20, "mean_reward": 0.1, "accuracy": 0.5},
+        ],
+    )
+    write_jsonl(
+        logs / "hparams" / "metrics.jsonl", [{"hparams": {"lr": 3e-06, "kl_coef": 0.05}}, {"step": 1, "loss": 1}]
+    )
+    (logs / "hparams" / "config.json").write_text(json.dumps({"lr": 1e-06, "model": "Qwen3-4B"}))
+    write_jsonl(logs / "typed" / "metrics.jsonl", [{"type": "config", "lr": 2e-05}, {"step": 1, "loss": 1}])
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [logs])
+    assert [(Path(i.path).name, i.kind) for i in report.issues] == [("training_log_mitigated_seed7.jsonl", "no_step")]
+    assert _config_of(lake_root, "training_log_mitigated_seed7") == args
+    assert _config_of(lake_root, "hparams") == {"lr": 3e-06, "kl_coef": 0.05, "model": "Qwen3-4B"}
+    assert _config_of(lake_root, "typed") == {"lr": 2e-05}
+    run = run_of(lake_root, "training_log_mitigated_seed7")
+    assert sorted(values_by_step(lake_root, run["run_key"])) == [0, 20] and run["history_rows"] == 2
 
 
 def test_ingest_takes_the_source_lock(tmp_path):

@@ -19,6 +19,9 @@ from pipeline.values import MAX_DEPTH, depth, is_int64, loads_checked, time_us, 
 
 # system/step: ROLL; iteration: custom trainers that count the outer loop of rollouts and updates
 STEP_FIELDS = ("step", "global_step", "_step", "train/global_step", "system/step", "iteration", "iter")
+# The keys a custom trainer writes its settings under in a record of their own at the top of its metric log
+# (`{"type": "config", "argv": [...], "args": {"lr": 2e-05, ...}}`, `{"hparams": {...}}`).
+CONFIG_RECORD_KEYS = ("config", "args", "hparams", "hyperparameters")
 _READ_CHUNK = 1 << 20
 
 
@@ -108,16 +111,37 @@ def dict_line(line: str) -> dict | None:
 _BAR_BEFORE_DICT = re.compile(r"^(?:.*[|\]]\s*)?(?=\{['\"])")
 
 
-def embedded_dict(whole: str) -> dict | None:
+def embedded_dict(whole: str) -> tuple[str, dict] | None:
     """A printed log dict sharing its physical line with progress bars: the tqdm redraws around it, joined to it by
     carriage returns (a log captured with nohup or tee keeps them all), or a bar left without its newline before it
-    (``… 0%|          |{'loss': 2.03, …}``). What a terminal shows is only the last redraw, which is no dict. A
-    dict after other text (``config: {…}``) is not a log line."""
-    for segment in whole.split("\r"):
+    (``… 0%|          |{'loss': 2.03, …}``): (the text before it, the dict). What a terminal shows is only the last
+    redraw, which is no dict. A dict after other text (``config: {…}``) is not a log line."""
+    segments = whole.split("\r")
+    for n, segment in enumerate(segments):
         found = _BAR_BEFORE_DICT.match(segment)
         if found and (values := dict_line(segment[found.end() :].rstrip())) is not None:
-            return values
+            return "\r".join([*segments[:n], segment[: found.end()]]), values
     return None
+
+
+# tqdm's counter, `{bar}| {n}/{total} [{elapsed}<{remaining}, {rate}]` (`| 5/100 [26:14<8:17:55, 314.48s/it]`).
+_BAR_COUNT = re.compile(r"\|\s*(\d{1,18})/(\d{1,18})\s*\[")
+
+
+def bar_counts(text: str) -> list[tuple[int, int]]:
+    """Every tqdm counter in ``text`` (the redraws before a printed dict), as (n, total), in the order drawn."""
+    return [(int(m.group(1)), int(m.group(2))) for m in _BAR_COUNT.finditer(text)]
+
+
+# A `'key': number` pair of a printed dict (`'loss': 0.0`, `'kl': np.float64(0.001)`, `'grad_norm': nan`).
+_DICT_NUMBER = re.compile(r"""['"][^'"]+['"]\s*:\s*(?:(?:np|numpy|torch)\.\w+\(|tensor\()?[+-]?(?:\d|\.\d|nan|inf)""")
+
+
+def opens_metric_dict(text: str) -> bool:
+    """Whether ``text`` is the start of a printed metric dict (``{'loss': 0.0, 'grad_norm': 0.63, …``): a brace, then
+    at least two numeric pairs. A config printed over lines (``{'model_name': 'Qwen',``, pprint's ``{'lr': 1e-06,``,
+    one pair a line) is not one."""
+    return re.match(r"\{\s*['\"]", text) is not None and len(_DICT_NUMBER.findall(text, 0, 4096)) >= 2
 
 
 _VERL_STEP = re.compile(r"step:(\d+)(?: - |$)")
@@ -251,14 +275,35 @@ def integral(value: Any) -> int | None:
     return None
 
 
+@dataclass(frozen=True)
+class ConfigRecord:
+    """A JSONL record that holds the run's settings rather than a step's values (config_record)."""
+
+    settings: dict
+
+
+def config_record(obj: dict) -> ConfigRecord | None:
+    """A stepless record that is the run's config: the mapping under one of CONFIG_RECORD_KEYS of a record that
+    holds nothing else (besides a ``type``), or of one marked ``"type": "config"`` (what else it holds, the command
+    line as typed, a note, repeats or describes the invocation; such a record without a mapping is its other keys).
+    None for any other record: a stepless line of values is no config."""
+    key = next((k for k in CONFIG_RECORD_KEYS if isinstance(obj.get(k), dict)), None)
+    if key is not None and (obj.get("type") == "config" or set(obj) <= {key, "type"}):
+        return ConfigRecord(obj[key])
+    if obj.get("type") == "config":
+        return ConfigRecord({k: v for k, v in obj.items() if k != "type"})
+    return None
+
+
 class BadLine(ValueError):
     def __init__(self, kind: str, message: str):
         super().__init__(message)
         self.kind = kind
 
 
-def jsonl_row(raw: bytes) -> tuple[int, int | None, dict] | None:
-    """One JSONL line → (step, ts_us, values); None for a blank line; BadLine for anything unusable."""
+def jsonl_row(raw: bytes) -> tuple[int, int | None, dict] | ConfigRecord | None:
+    """One JSONL line → (step, ts_us, values), or the run's settings (config_record); None for a blank line;
+    BadLine for anything unusable."""
     if not raw.strip():
         return None
     try:
@@ -271,6 +316,8 @@ def jsonl_row(raw: bytes) -> tuple[int, int | None, dict] | None:
     step = integral(obj[step_field]) if step_field else None
     if step is None and step_field:
         raise BadLine("bad_step", f"{step_field} {shown(obj[step_field])} is not an integer within 64 bits")
+    if step is None and (record := config_record(obj)) is not None:
+        return record
     if step is None:
         raise BadLine("no_step", f"no integer step field ({', '.join(STEP_FIELDS)})")
     del obj[step_field]  # not a value; the others keep their order

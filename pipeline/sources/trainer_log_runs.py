@@ -286,7 +286,7 @@ class RunInfo:
     name: str
     origin: str
     state: str = "unknown"
-    config: dict = field(default_factory=dict)  # what the log itself says of the run (step_source)
+    config: dict = field(default_factory=dict)  # what the log itself says of the run (step_source, a config record)
     file_config: dict = field(default_factory=dict)  # the config file beside the log (load_config)
     summary: dict = field(default_factory=dict)  # last value written per key, as W&B keeps it
     last_step: int | None = None

@@ -18,7 +18,9 @@ Formats, and why each is read the way it is:
   as a value), including
   verl's file logger ``{"step": N, "data": {...}}``. Keys are kept as the file writes them (a nested dict value is
   spread over ``key.sub`` keys by the lake's decoder, as for W&B). ``_timestamp`` (seconds, as W&B writes it) gives
-  the row's time. A bad line is skipped and reported (``bad_line``/``no_step`` with its byte offset), never fatal.
+  the row's time. A stepless record of settings (``{"type": "config", "args": {...}}``,
+  trainer_log_lines.config_record) is the run's config. A bad line is skipped and reported (``bad_line``/``no_step``
+  with its byte offset), never fatal.
 - **Console logs** (``*.log``, ``*.txt``, ``*.out``, or any text file named on its own rather than found in a
   folder), read where that is all there is (not next to the run's
   ``trainer_state.json``, which holds the same entries unrounded). Only two kinds of line mean anything; the rest
@@ -27,9 +29,13 @@ Formats, and why each is read the way it is:
   ``console_trl``: a whole line that is one Python dict literal, as the HF Trainer prints per logging step
   (``nan``/``inf``, numpy/torch scalar wrappers and numeric strings are read as numbers), or such a line a terminal
   capture hard-wrapped at its width: pieces as wide as the first (within a column) are joined until the dict is
-  whole, and one whose last piece is not written yet is read at the next ingest. The step is the dict's
-  ``step`` if it has one, else the line's 1-based ordinal among the file's dict lines, and the run's config then
-  says ``step_source: "ordinal"`` so nobody mistakes it for the trainer step.
+  whole (the last piece of any width, so a dict a newline broke once anywhere, inside a key too, is joined), and
+  one whose last piece is not written yet is read at the next ingest. The start of a metric dict (a brace and two
+  numeric pairs) whose rest never comes is a ``bad_line`` issue, never lost without a word. The step is the dict's
+  ``step`` if it has one, else the count of the train progress bar drawn before it on its line (TRL's console:
+  ``5/100 [26:14<…]{'loss': …}`` is step 5; ``step_source: "progress_bar"``, _bar_step), else, in a log whose first
+  dict has no such count, the line's 1-based ordinal among the file's dict lines, and the run's config then says
+  ``step_source: "ordinal"`` so nobody mistakes it for the trainer step.
   ``console_verl``: ``step:N - key:value - ...`` with ``np.float64(...)``/``np.int32(...)``/``tensor(...)`` wrappers.
   W&B's console capture cuts lines at 4096 characters: a pair is kept only when `` - `` follows it, or when it ends a
   line that ended with a newline and is shorter than 4096 characters.
@@ -61,14 +67,15 @@ output folder; that of a JSONL or console log is the file itself (several logs s
 run is named after its folder when the file's name says nothing (``output.log``, ``metrics.jsonl``...; a W&B run's
 ``files/`` folder is skipped), else after the file's stem; ``project`` is the name of the folder above.
 
-Config. A ``trainer_state.json`` run's config is the state's other keys. A JSONL or console log's run takes the
-config file saved beside it (``config.json``, else ``config.yaml`` or ``config.yml``: the Tinker cookbook, W&B's
-``files/``, OmegaConf; trainer_log_runs.load_config), nested as written (W&B's ``{desc, value}`` wrapping taken
-off), when the logs in that folder are that one run's: beside several runs a config configures none of them for
-sure, and it is said. A config file is read again when its size or mtime changes (one stat per ingest); one that
-cannot be read is an ``ingest_issues`` row (the run keeps the config read before), never fatal; a model's own
-``config.json`` (``save_pretrained``'s) is not a run's config. What the log itself says of the run (``step_source``)
-wins over the file's key of the same name.
+Config. A ``trainer_state.json`` run's config is the state's keys that configure the run (``max_steps``,
+``num_train_epochs``, ``train_batch_size``, ``logging_steps``…), not what training produced (STATE_BOOKKEEPING). A
+JSONL or console log's run takes the config file saved beside it (``config.json``, else ``config.yaml`` or
+``config.yml``: the Tinker cookbook, W&B's ``files/``, OmegaConf; trainer_log_runs.load_config), nested as written
+(W&B's ``{desc, value}`` wrapping taken off), when the logs in that folder are that one run's: beside several runs a
+config configures none of them for sure, and it is said. A config file is read again when its size or mtime changes
+(one stat per ingest); one that cannot be read is an ``ingest_issues`` row (the run keeps the config read before),
+never fatal; a model's own ``config.json`` (``save_pretrained``'s) is not a run's config. What the log itself says
+of the run (``step_source``, a JSONL log's config record) wins over the file's key of the same name.
 
 State. ``trainer_state``: ``finished`` when ``global_step`` reached ``max_steps`` (or the Trainer recorded
 ``should_training_stop``), else ``running``. A JSONL or console log cannot tell a finished run from a crashed or a
@@ -93,7 +100,9 @@ from pipeline.sources import files
 from pipeline.sources.files import FileIssue, IngestReport, failed_file
 from pipeline.sources.trainer_log_lines import (
     BadLine,
+    ConfigRecord,
     KvLine,
+    bar_counts,
     complete_lines,
     dict_line,
     embedded_dict,
@@ -101,6 +110,7 @@ from pipeline.sources.trainer_log_lines import (
     jsonl_row,
     kv_line,
     kv_trailing,
+    opens_metric_dict,
     shown,
     verl_line,
 )
@@ -124,6 +134,26 @@ from pipeline.values import (
 )
 
 CONSOLE_CUT = 4096  # W&B's console capture cuts lines at this many characters
+# What a trainer_state.json records of the training's progress and of the process that saved it, beside the
+# arguments that configure the run (max_steps, num_train_epochs, train_batch_size, logging/eval/save_steps): state
+# that training produces, so never the run's config. A sweep compared runs by how far their epoch had got
+# ("epoch: rho = -0.87") and suggested "epoch 0.114" as a setting.
+STATE_BOOKKEEPING = frozenset(
+    {
+        "log_history",
+        "epoch",
+        "global_step",
+        "total_flos",
+        "num_input_tokens_seen",
+        "best_metric",
+        "best_model_checkpoint",
+        "best_global_step",
+        "is_hyper_param_search",
+        "is_local_process_zero",
+        "is_world_process_zero",
+        "stateful_callbacks",  # the TrainerControl flags (should_save, should_training_stop) and callbacks' state
+    }
+)
 # What sits in front of a trainer's own line in a captured console: terminal colour codes, and Ray's tag of the
 # process that printed it (verl's driver prints through Ray: "\x1b[36m(TaskRunner pid=678203)\x1b[0m step:1 - ...").
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -465,7 +495,7 @@ class TrainerLogIngest:
                 )
         config = {}
         for key, value in doc.items():
-            if key == "log_history":
+            if key in STATE_BOOKKEEPING:
                 continue
             if depth(value) > MAX_DEPTH:
                 self.report.issues.append(
@@ -488,6 +518,7 @@ class TrainerLogIngest:
     def _read_log(self, path: Path, kind: str, size: int, mtime_ns: int, cursor: dict | None) -> dict | None:
         """Read one JSONL or console log from its cursor; returns the new cursor, None if it could not be read."""
         cursor = dict(cursor) if cursor else {"offset": 0, "size": 0, "format": None, "ordinal": 0, "run_key": None}
+        cursor.setdefault("bar", None if cursor["ordinal"] == 0 else {"total": 0})  # read before bars counted: ordinal
         if size < cursor["size"]:
             self._restart(cursor, f"{path} shrank from {cursor['size']} to {size} bytes")
         read_line = self._jsonl_line if kind == "jsonl" else self._console_line
@@ -517,7 +548,9 @@ class TrainerLogIngest:
                                 f"line not usable: {type(exc).__name__}: {exc}",
                             )
                         )
-                if (wrap := cursor.pop("wrap", None)) is not None:  # its last piece is not written yet
+                if (wrap := cursor.pop("wrap", None)) is not None and finished:  # its last piece will not come
+                    self._dict_not_read(path, wrap, "the file ends before it does")
+                elif wrap is not None:  # its last piece is not written yet
                     end = wrap[0]
                 cursor.update(files.fingerprint(fh, end))
         except OSError as exc:
@@ -538,7 +571,7 @@ class TrainerLogIngest:
         """Read a log again from its start: its run's values from earlier ingests are superseded (staging keeps
         this source's rows of the run from this ingest on), so steps the new content lacks do not linger."""
         self.report.notes.append(f"{why}; reading it again from the start")
-        cursor.update(offset=0, format=None, ordinal=0, kv=None)
+        cursor.update(offset=0, format=None, ordinal=0, kv=None, bar=None)
         if cursor["run_key"] in self.runs or cursor["run_key"] in self.touched:
             info = self._run(cursor["run_key"])
             info.reset_history()
@@ -560,6 +593,9 @@ class TrainerLogIngest:
         except BadLine as exc:
             self.report.issues.append(FileIssue(str(path), offset, len(raw) + 1, exc.kind, str(exc)))
             return
+        if isinstance(row, ConfigRecord):  # the run's settings, as a config file beside the log gives them
+            self._log_run(path, cursor, "jsonl").config.update(row.settings)
+            return
         if row is not None:
             step, ts_us, items = row
             if ts_us is None and isinstance(items.get("_timestamp"), (int, float)):
@@ -575,10 +611,11 @@ class TrainerLogIngest:
                 )
             self._emit(self._log_run(path, cursor, "jsonl"), step, ts_us, offset, items)
 
-    def _console_dict(self, path: Path, offset: int, values: dict, cursor: dict) -> None:
-        """One of the HF Trainer's printed log dicts: at its `step`, else at its ordinal among the file's dicts. The
-        end-of-training dict (`train_runtime`, `train_loss`, and what the trainer averaged since its last log) is no
-        step: it goes to the run's summary and says the training finished."""
+    def _console_dict(self, path: Path, offset: int, values: dict, cursor: dict, before: str = "") -> None:
+        """One of the HF Trainer's printed log dicts: at its `step`, else at the step its progress bar counted on its
+        line (``before`` it: _bar_step), else at its ordinal among the file's dicts. The end-of-training dict
+        (`train_runtime`, `train_loss`, and what the trainer averaged since its last log) is no step: it goes to the
+        run's summary and says the training finished."""
         cursor["format"] = "console_trl"
         if "train_runtime" in values and "step" not in values:
             info = self._log_run(path, cursor, "console_trl")
@@ -592,37 +629,59 @@ class TrainerLogIngest:
         step = integral(values.get("step"))
         if step is not None:
             del values["step"]
+        elif (step := _bar_step(cursor, values, before)) is not None:
+            info.config["step_source"] = "progress_bar"
+            # an eval dict at its train dict's step repeats its `epoch`: one value, not a repeated step (as in a
+            # trainer_state.json, whose entries at one step repeat it the same way); the cursor file is strict JSON
+            last, cursor["bar"]["epoch"] = cursor["bar"]["epoch"], [step, finite(values.get("epoch"))]
+            if "epoch" in values and last == cursor["bar"]["epoch"]:
+                del values["epoch"]
         else:
             step = cursor["ordinal"]
             info.config["step_source"] = "ordinal"
         self._emit(info, step, None, offset, values)
 
+    def _dict_not_read(self, path: Path, wrap: list, why: str) -> None:
+        """The start of a printed dict that never came whole: a metric dict is an issue, never silently lost (a
+        config printed over lines is no metric dict and stays ignored, as every other line is)."""
+        if opens_metric_dict(wrap[1]):
+            message = f"a printed metric dict that does not end ({why}): not read: {shown(wrap[1])}"
+            self.report.issues.append(FileIssue(str(path), wrap[0], len(wrap[1].encode()), "bad_line", message))
+
     def _console_line(self, path: Path, offset: int, raw: bytes, cursor: dict) -> None:
         whole = raw.decode("utf-8", errors="replace").rstrip("\r")
+        self._console_text(path, offset, whole, cursor)
+        bar = cursor.get("bar")
+        if bar and bar["total"] and "/" in whole:  # the train bar's last count, for a dict printed on a later line
+            bar["seen"] = next((n for n, total in reversed(bar_counts(whole)) if total == bar["total"]), bar["seen"])
+
+    def _console_text(self, path: Path, offset: int, whole: str, cursor: dict) -> None:
         line = whole.rsplit("\r", 1)[-1]  # what a terminal shows after tqdm's carriage returns
         if "\x1b" in line or line.startswith("("):
             line = _RAY_TAG.sub("", _ANSI.sub("", line))
         fmt = cursor["format"]
-        if cursor.get("wrap") is not None and fmt in (None, "console_trl"):
+        if (pending := cursor.get("wrap")) is not None and fmt in (None, "console_trl"):
             joined = _unwrapped(cursor, line)
             if joined is not None:  # a piece of a dict the terminal wrapped: read whole once its last piece came
                 if joined[1] is not None:
-                    self._console_dict(path, joined[0], joined[1], cursor)
+                    self._console_dict(path, joined[0], joined[1], cursor, pending[4])
                 return
+            self._dict_not_read(path, pending, "the line after it does not complete it")
         if fmt in (None, "console_verl") and line.startswith("step:"):
             parsed = verl_line(line, cut=len(whole) >= CONSOLE_CUT)
             if parsed is not None and parsed[1]:
                 cursor["format"] = "console_verl"
                 self._emit(self._log_run(path, cursor, "console_verl"), parsed[0], None, offset, parsed[1])
         elif fmt in (None, "console_trl") and line.startswith("{"):
+            before = whole[: whole.rfind("\r")] if "\r" in whole else ""
             values = dict_line(line.rstrip())
             if values is None:
-                if len(line) > WRAP_MIN_WIDTH:  # perhaps the first piece of a wrapped one
-                    cursor["wrap"] = [offset, line, len(line), 1]
+                if len(line) > WRAP_MIN_WIDTH or opens_metric_dict(line):  # perhaps the first piece of a wrapped one
+                    cursor["wrap"] = [offset, line, len(line), 1, before]
                 return
-            self._console_dict(path, offset, values, cursor)
-        elif fmt in (None, "console_trl") and "{" in whole and (values := embedded_dict(whole)) is not None:
-            self._console_dict(path, offset, values, cursor)
+            self._console_dict(path, offset, values, cursor, before)
+        elif fmt in (None, "console_trl") and "{" in whole and (found := embedded_dict(whole)) is not None:
+            self._console_dict(path, offset, found[1], cursor, found[0])
         elif fmt in (None, "console_kv") and not line.startswith(("{", "step:")):
             pairs = kv_line(line)
             state = dict(cursor.get("kv") or {})  # a copy: the cursor the ingest started from stays as it was
@@ -640,19 +699,60 @@ class TrainerLogIngest:
 
 
 def _unwrapped(cursor: dict, line: str) -> tuple[int, dict | None] | None:
-    """With the first pieces of a wrapped dict line pending in ``cursor["wrap"]`` ([offset, text, width, pieces]):
-    (its offset, the dict) when ``line`` completes it, (its offset, None) when ``line`` is one more piece of it,
-    and None when ``line`` is not part of it (the pending text is dropped, and the line read on its own)."""
-    offset, text, width, pieces = cursor["wrap"]
-    values = dict_line((text + line).rstrip()) if len(line) <= width + 1 else None
+    """With the first pieces of a wrapped dict line pending in ``cursor["wrap"]`` ([offset, text, width, pieces,
+    the text before it on its line]): (its offset, the dict) when ``line`` completes it, (its offset, None) when
+    ``line`` is one more piece of it, and None when ``line`` is not part of it (the pending text is dropped, and the
+    line read on its own). The last piece may be of any width: a dict is also broken where no terminal wraps it
+    (a log copied by hand, a second writer's newline), anywhere in it, a quoted key included
+    (``'completions/max_terminated_length`` / ``': 578.0, …}``); the middle pieces of a terminal's wrap are as wide
+    as the first."""
+    offset, text, width, pieces, before = cursor["wrap"]
+    values = None if line.startswith("{") else dict_line((text + line).rstrip())
     if values is not None:
         cursor["wrap"] = None
         return offset, values
     if abs(len(line) - width) <= 1 and pieces < WRAP_MAX_PIECES and not line.startswith("{"):
-        cursor["wrap"] = [offset, text + line, width, pieces + 1]
+        cursor["wrap"] = [offset, text + line, width, pieces + 1, before]
         return offset, None
     cursor["wrap"] = None
     return None
+
+
+def _bar_step(cursor: dict, values: dict, before: str) -> int | None:
+    """The trainer's step of a printed dict without one, from the tqdm counter drawn before it: the Trainer's bar
+    counts optimizer steps out of max_steps and is redrawn right before each log is printed, so
+    ``5/100 [26:14<8:17:55, 314.48s/it]{'loss': …}`` is step 5. The file's first train dict decides: a counter
+    before it on its line numbers the file by its bar (``cursor["bar"]["total"]`` = that bar's total); none leaves
+    the file numbered by its dicts' ordinals, as before (total 0, and the answer None). Other bars (an evaluation's
+    ``25/25``, vLLM's ``Processed prompts``) have other totals and are passed over; a train dict whose line shows
+    only another total is a new training in the same log, whose bar counts from then on.
+
+    A dict without the bar's count on its line (something was printed between the redraw and the dict) is at the
+    count the bar showed last (``seen``), an eval dict (``eval_*`` keys) at the step it evaluated. A train dict the
+    bar has not moved for since the one before (a redraw lost) is one logging interval after it: the Trainer logs
+    a step once."""
+    evaluation = any(key.startswith("eval_") for key in values)
+    counts = bar_counts(before) if "/" in before else []
+    if cursor.get("bar") is None:
+        if evaluation:
+            return None
+        total = counts[-1][1] if counts else 0
+        cursor["bar"] = {"total": total, "step": None, "seen": None, "interval": 1, "epoch": None}
+    bar = cursor["bar"]
+    if not bar["total"]:
+        return None
+    steps = [n for n, total in counts if total == bar["total"]]
+    if not steps and counts and not evaluation:
+        bar["total"], steps = counts[-1][1], [counts[-1][0]]
+    step, last = steps[-1] if steps else bar["seen"], bar["step"]  # last: the step of the file's last train dict
+    if evaluation:
+        return step if step is not None else last
+    if step is None or (not steps and last is not None and step <= last):
+        step = (last or 0) + bar["interval"]
+    if last is not None and step > last:
+        bar["interval"] = step - last
+    bar["step"] = step
+    return step
 
 
 def _kv_step(state: dict, line: KvLine) -> int:
