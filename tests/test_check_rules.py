@@ -1062,6 +1062,15 @@ def _tiny_runs(root: Path, logs: Path) -> None:
             for i in range(1, 1601)
         ],
     )
+    # ten logged rewards, every 5 steps, that never improved: the first tenth is the first 3 (steps 5-15), from a
+    # baseline below 0 (-0.083 to 0.0375) and from one near 0 (0.04 to 0.14), where a percentage means little
+    for name, rewards in (
+        ("negstart", [-0.25, 0.1, -0.1, -0.2, 0.15, 0.05, 0.3, -0.25, 0.2, -0.1]),
+        ("smallstart", [0.0, 0.1, 0.02, 0.3, -0.1, 0.2, 0.4, -0.1, 0.3, -0.04]),
+    ):
+        write_jsonl(
+            logs.parent / name / "metrics.jsonl", [{"step": 5 * (i + 1), "reward": r} for i, r in enumerate(rewards)]
+        )
     # a hand-written trainer's console (MiniMind's print): a flat reward, KL to the reference hovering around 0
     (logs.parent / "minimind").mkdir()
     (logs.parent / "minimind" / "train_grpo.log").write_text(
@@ -1307,10 +1316,39 @@ def test_never_improved_means_no_material_rise_at_any_time(tiny):
     assert not [r for r in plateau["risecollapse"] if r["severity"] == "warn"], plateau["risecollapse"]
     (never,) = plateau["barelyrose"]
     assert never["severity"] == "warn" and never["step"] == 1 and "never improved" in never["message"]
-    assert "(+4%," in never["message"], never["message"]
+    assert " or +4%," in never["message"], never["message"]
     (sagged,) = plateau["sagged"]  # a sag is no collapse: it never improved either
-    assert sagged["severity"] == "warn" and "never improved" in sagged["message"] and "(-13%," in sagged["message"]
+    assert sagged["severity"] == "warn" and "never improved" in sagged["message"] and " or -13%," in sagged["message"]
     assert tiny("reward_plateau", {"max_fall": 0.1})["sagged"] == []
+
+
+def test_never_improved_states_the_change_in_the_rewards_units(tiny):
+    """The change is stated as a difference of the two means printed; as a percentage only of a baseline above 0.1
+    (of the printed baseline, not of a floor): +119% of -0.083 or +104% of 0.036 matched neither number. A run of
+    ten logged steps averaged its first 3, a third of it, not its first tenth: the message says which."""
+    plateau = tiny("reward_plateau")
+    for name in ("negstart", "smallstart"):
+        (never,) = plateau[name]
+        found = re.search(
+            r"never improved: (\S+) over the first 3 logged steps \(5-15\), (\S+) over the last third "
+            r"\(a change of ([+-]\S+), 10 logged steps,",
+            never["message"],
+        )
+        assert found and never["severity"] == "warn", never["message"]
+        first, last, change = (float(x) for x in found.groups())
+        assert change == pytest.approx(last - first, abs=1e-3), never["message"]
+    for name, pct in (("barelyrose", "+4%"), ("sagged", "-13%")):  # baselines of 1.12 and 0.38: a share too
+        (never,) = plateau[name]
+        found = re.search(
+            r"(\S+) over the first tenth of the run, (\S+) over the last third \(a change of "
+            r"([+-]\S+) or ([+-]\d+)%,",
+            never["message"],
+        )
+        assert found and f"{found[4]}%" == pct, never["message"]
+        first, last, change = (float(x) for x in found.groups()[:3])
+        assert change == pytest.approx(last - first, rel=0.02) and int(found[4]) == pytest.approx(
+            100 * change / first, abs=1
+        )
 
 
 def test_a_kl_drift_says_where_it_climbed(tiny):
