@@ -1071,6 +1071,25 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         write_jsonl(
             logs.parent / name / "metrics.jsonl", [{"step": 5 * (i + 1), "reward": r} for i, r in enumerate(rewards)]
         )
+    # 45 logged lengths that triple, 150 -> 450, under noise that hides it from any 20-step window: judged over the
+    # whole run, from its first 5 logged steps (more than its first tenth)
+    noise = random.Random(5)
+    write_jsonl(
+        logs.parent / "shortgrowth" / "metrics.jsonl",
+        [
+            {
+                "step": i,
+                "reward": 0.5 + 0.02 * noise.gauss(0, 1),
+                "completions/mean_length": 150 + 300 * i / 44 + 40 * noise.gauss(0, 1),
+            }
+            for i in range(45)
+        ],
+    )
+    # twelve steps, each 10 s slower than the last: a fifth of the run is fewer than the 3 steps each end takes
+    write_jsonl(
+        logs.parent / "shortslowing" / "metrics.jsonl",
+        [{"step": i, "reward": 0.5, "timing_s/step": 60.0 + 10 * i} for i in range(1, 13)],
+    )
     # a hand-written trainer's console (MiniMind's print): a flat reward, KL to the reference hovering around 0
     (logs.parent / "minimind").mkdir()
     (logs.parent / "minimind" / "train_grpo.log").write_text(
@@ -1349,6 +1368,21 @@ def test_never_improved_states_the_change_in_the_rewards_units(tiny):
         assert change == pytest.approx(last - first, rel=0.02) and int(found[4]) == pytest.approx(
             100 * change / first, abs=1
         )
+
+
+def test_a_whole_run_finding_on_a_short_run_names_the_steps_it_compared(tiny):
+    """Twelve steps: a fifth of them is fewer than the 3 steps at each end the run-wide slowdown compares; 45
+    lengths: a tenth of them is fewer than the 5 the run-wide growth starts from."""
+    (grew,) = tiny("response_length_growth")["shortgrowth"]
+    assert re.search(
+        r"grew from about \d+ tokens over the first 5 logged steps \(0-4\) to \d+ over the last fifth", grew["message"]
+    ), grew["message"]
+    (slowing,) = tiny("throughput_drop")["shortslowing"]
+    assert re.search(
+        r"fell steadily over the run: \S+ steps/s over the first 3 logged steps \(1-3\), \S+ over the last 3 "
+        r"logged steps \(10-12\) \(step time",
+        slowing["message"],
+    ), slowing["message"]
 
 
 def test_a_kl_drift_says_where_it_climbed(tiny):
