@@ -390,6 +390,27 @@ def _tiny_runs(root: Path, logs: Path) -> None:
     write_run(
         root, [{**quiet, "train/loss": x, "train/grad_norm": 0.3} for x in losses], run_id="nanloss1", name="nanloss"
     )
+    # printed Trainer dicts whose gradient norm is not finite while the loss is: NaN on 12 in a row (lines 11-22, a
+    # broken update); an fp16 loss scaler's overflows (6 in a row at the start as the scale comes down, then one or
+    # two at a time); NaN on two of every three lines, never 10 in a row; and NaN loss and gradient together
+    nan, inf = math.nan, math.inf
+    for name, grads, losses in (
+        ("nangrads", [nan if 10 <= i < 22 else 0.3 for i in range(40)], [0.01] * 40),
+        ("fp16grads", [inf if i < 6 or i in (37, 80, 81, 150) else 0.3 for i in range(200)], [0.01] * 200),
+        ("mostlynan", [0.3 if i % 3 == 0 else nan for i in range(30)], [-0.0] * 30),
+        (
+            "nanboth",
+            [nan if 10 <= i < 25 else 0.3 for i in range(30)],
+            [nan if 10 <= i < 25 else 0.01 for i in range(30)],
+        ),
+    ):
+        (logs.parent / name).mkdir(parents=True)
+        (logs.parent / name / "train.log").write_text(
+            "".join(
+                f"{{'loss': {loss!r}, 'grad_norm': {grad!r}, 'reward': 0.5, 'epoch': {0.01 * (i + 1):.2f}}}\n"
+                for i, (grad, loss) in enumerate(zip(grads, losses, strict=True))
+            )
+        )
     # Diplomacy trainer: slow rollouts from 20, failures at 25-27, empty responses and a cold cache from 20
     rows = []
     for i in range(40):
@@ -1267,6 +1288,23 @@ def test_targeted_details(tiny):
     assert tiny("duplicate_steps")["profiled"] == []
     (restart,) = tiny("duplicate_steps")["restarted"]
     assert restart["metric"] == "history.versions" and restart["value"] == 10
+
+
+def test_a_gradient_norm_that_stays_nonfinite_is_a_broken_update(tiny):
+    """A NaN gradient norm under a finite loss (a real Unsloth launch: NaN on all its 20 steps) went unflagged. A
+    loss scaler's overflows are skipped steps it recovers from within a few, however many over a run; a stretch
+    longer than that, or NaN on most steps, is not. Where the loss is NaN too, its row says it, once."""
+    flagged = tiny("loss_nonfinite")
+    (stretch,) = flagged["nangrads"]
+    assert (stretch["metric"], stretch["step"], stretch["step_end"]) == ("grad_norm", 11, 22), stretch
+    assert stretch["message"].startswith("gradient norm was nan on 12 logged steps in a row from step 11 (to step 22,")
+    assert flagged["fp16grads"] == []
+    assert [r["step"] for r in tiny("loss_nonfinite", {"grad_sustain": 6})["fp16grads"]] == [1]
+    (most,) = flagged["mostlynan"]
+    assert most["metric"] == "grad_norm" and "on 20 of the run's 30 logged values (67%, from step 2" in most["message"]
+    assert tiny("loss_nonfinite", {"grad_share": 0.7})["mostlynan"] == []
+    (both,) = flagged["nanboth"]
+    assert (both["metric"], both["step"], both["step_end"]) == ("loss", 11, 25), both
 
 
 def test_without_a_task_component_a_form_term_can_still_dominate_the_others(tiny):
