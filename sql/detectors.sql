@@ -21,6 +21,16 @@ create or replace temp macro wilson_upper(k, n, z := 1.96) as
 -- `row_number() over (partition by … order by hour)` as `idx`).
 create or replace temp macro hour_episode(hour, idx) as hour - to_hours(idx::bigint);
 
+-- What a rule averaged over at the start (`side` 'first') or the end ('last') of a run, in its message: `share_name`
+-- ('the first tenth of the run') when its `points` logged steps are the `share_points` that share makes, else the
+-- points themselves with their steps ('the first 3 logged steps (5-15)'). A floor on the points makes a part of a
+-- short run larger than its name says: 3 of 10 points are a third, not a tenth.
+create or replace temp macro span_words(side, points, share_points, share_name, from_step, to_step) as
+    case
+        when points > share_points then printf('the %s %d logged steps (%d-%d)', side, points, from_step, to_step)
+        else share_name
+    end;
+
 -- Sustained level: the episodes in which a metric's rolling median (over the last `smooth` logged steps, the
 -- step itself included) stays beyond `threshold` — above it (`above` true) or below it — for at least `sustain`
 -- consecutive logged steps, after the first `warmup` logged steps. One row per episode: run_key, onset (first

@@ -326,7 +326,11 @@ def not_judged(data: RunData, rules) -> list[dict]:
         )
         for metric, count, steps in bad.iter_rows():
             at = ", ".join(str(s) for s in steps) + (", …" if count > len(steps) else "")
-            judged = " (loss_nonfinite flags them)" if metric == "loss" else ""
+            judged = {
+                "loss": " (loss_nonfinite flags them)",
+                # an fp16 loss scaler skips a step whose gradient overflowed: only a stretch of them is a finding
+                "grad_norm": " (loss_nonfinite flags a long run of them, or most of the run)",
+            }.get(metric, "")
             out.append(
                 {
                     "what": f"{count} value(s) of {metric}",

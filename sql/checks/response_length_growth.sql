@@ -211,6 +211,9 @@ whole as (
         l.run_key,
         any_value(l.n) as n,
         median(l.value) filter (where l.idx <= greatest(5, l.n / 10)) as start_length,
+        count(*) filter (where l.idx <= greatest(5, l.n / 10)) as start_k,
+        min(l.step) as first_step,
+        max(l.step) filter (where l.idx <= greatest(5, l.n / 10)) as start_end,
         median(l.value) filter (where l.idx > l.n - greatest(5, l.n / 5)) as end_length
     from lengths as l
     group by l.run_key
@@ -314,10 +317,12 @@ select
     'response_length_mean' as metric,
     g.end_length as value,
     $run_growth as threshold,
-    printf('mean response length grew from about %.0f tokens (first tenth of the run) to %.0f (last fifth), +%.0f%%, '
+    printf('mean response length grew from about %.0f tokens over %s to %.0f over the last fifth, +%.0f%%, '
            || 'past +%.0f%% from step %d, while the reward moved %s from then on; the policy is getting verbose '
            || 'without being paid for it: add a length penalty or check for truncation and repetition',
-           g.start_length, g.end_length, 100 * (g.end_length / g.start_length - 1), 100 * $min_growth::double,
+           g.start_length,
+           span_words('first', g.start_k, floor(g.n / 10), 'the first tenth of the run', g.first_step, g.start_end),
+           g.end_length, 100 * (g.end_length / g.start_length - 1), 100 * $min_growth::double,
            g.onset, coalesce(printf('%+.0f%%', 100 * g.reward_growth), 'unknown (no reward logged)')) as message
 from grown_whole as g
 join lengths as x on g.run_key = x.run_key

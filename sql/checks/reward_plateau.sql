@@ -28,7 +28,8 @@
 --                               standard deviation or two, and a plateau's by no more
 -- param max_fall = 0.25      -- a last third below the first tenth by more than this share (and significantly) fell:
 --                               reward_collapse's; a smaller fall, a run that sagged from a lucky start, never improved
--- The reward is reward_mean (Diplomacy benchmark/reward_mean, TRL reward, verl critic/score/mean). Two findings:
+-- The reward is reward_mean (Diplomacy benchmark/reward_mean, TRL reward, verl critic/score/mean).
+-- The first tenth is at least 3 logged steps (the message names them when that is more than a tenth). Two findings:
 -- * never improved (warn): neither the last nor the middle third of the run is above its first tenth, significantly
 --   (Welch t >= t_gain) and by min_gain, nor above its first start_points logged steps so, and the last third has
 --   not fallen below the first tenth by more than max_fall (a fall
@@ -169,6 +170,7 @@ thirds as (
         run_key,
         any_value(n) as n,
         min(step) as first_step,
+        max(step) filter (where idx <= greatest(3, ceil(n / 10))) as first_end,
         avg(value) filter (where idx <= greatest(3, ceil(n / 10))) as first_mean,
         var_samp(value) filter (where idx <= greatest(3, ceil(n / 10))) as first_var,
         count(*) filter (where idx <= greatest(3, ceil(n / 10))) as first_k,
@@ -221,10 +223,14 @@ select
     'reward_mean' as metric,
     last_mean as value,
     $t_gain as threshold,
-    printf('reward never improved: %.3g over the first tenth of the run, %.3g over the last third (%+.0f%%, %d '
-           || 'logged steps, t = %.1f); the policy is not learning: check that rewards vary within groups '
-           || '(reward_std), the learning rate and KL penalty, and that the task is not too hard for the model',
-           first_mean, last_mean, 100 * last_gain, n, t_rise) as message
+    -- the change in the reward's own units; as a share only of a baseline that is positive and not near 0 (the
+    -- 0.1 the gains are floored at), where it is the share of the baseline printed
+    printf('reward never improved: %.3g over %s, %.3g over the last third (a change of %+.3g%s, %d logged steps, '
+           || 't = %.1f); the policy is not learning: check that rewards vary within groups (reward_std), the '
+           || 'learning rate and KL penalty, and that the task is not too hard for the model',
+           first_mean, span_words('first', first_k, ceil(n / 10), 'the first tenth of the run', first_step, first_end),
+           last_mean, last_mean - first_mean,
+           case when first_mean >= 0.1 then printf(' or %+.0f%%', 100 * last_gain) else '' end, n, t_rise) as message
 from gains
 where not improved and (t_rise > -$t_gain or last_gain > -$max_fall)
 

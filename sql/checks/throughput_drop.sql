@@ -165,10 +165,10 @@ select
     metric,
     end_rate as value,
     $run_slowdown * start_rate as threshold,
-    printf('throughput fell steadily over the run: %.3g %s over its first fifth, %.3g over its last (step time '
+    printf('throughput fell steadily over the run: %.3g %s over %s, %.3g over %s (step time '
            || 'x%.1f), below -%.0f%% from step %d; look at what grows with it (response length, a slow phase in '
-           || 'step_time_breakdown, memory pressure) before the run gets slower still', start_rate, unit, end_rate,
-           start_rate / end_rate, 100 * $max_drop::double, onset) as message
+           || 'step_time_breakdown, memory pressure) before the run gets slower still', start_rate, unit, start_span,
+           end_rate, end_span, start_rate / end_rate, 100 * $max_drop::double, onset) as message
 from (
     select
         s.run_key,
@@ -176,6 +176,8 @@ from (
         any_value(u.metric) as metric,
         any_value(f.start_rate) as start_rate,
         any_value(f.end_rate) as end_rate,
+        any_value(f.start_span) as start_span,
+        any_value(f.end_span) as end_span,
         min(s.step) filter (where s.recent <= (1 - $max_drop) * f.start_rate) as onset
     from (
         select run_key, step, median(rate) over (partition by run_key order by step
@@ -186,8 +188,13 @@ from (
         select
             run_key,
             median(rate) filter (where idx <= greatest(3, n / 5)) as start_rate,
-            median(rate) filter (where idx > n - greatest(3, n / 5)) as end_rate
-        from (select run_key, rate, row_number() over (partition by run_key order by step) as idx,
+            median(rate) filter (where idx > n - greatest(3, n / 5)) as end_rate,
+            -- the words for both parts: a fifth of a short run is fewer than the 3 points each takes
+            span_words('first', count(*) filter (where idx <= greatest(3, n / 5)), floor(any_value(n) / 5),
+                       'its first fifth', min(step), max(step) filter (where idx <= greatest(3, n / 5))) as start_span,
+            span_words('last', count(*) filter (where idx > n - greatest(3, n / 5)), floor(any_value(n) / 5),
+                       'its last', min(step) filter (where idx > n - greatest(3, n / 5)), max(step)) as end_span
+        from (select run_key, step, rate, row_number() over (partition by run_key order by step) as idx,
                      count(*) over (partition by run_key) as n
               from rates where rate > 0 and isfinite(rate)) as numbered
         group by run_key
