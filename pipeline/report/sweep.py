@@ -17,7 +17,7 @@ from typing import Any, cast
 import numpy as np
 import polars as pl
 
-from pipeline import aliases
+from pipeline import aliases, run_lookup
 from pipeline.report import sweep_stats
 from pipeline.report.sections import HIGHER_IS_BETTER, _flatten
 
@@ -32,29 +32,26 @@ class SweepError(ValueError):
 @dataclass
 class Selection:
     label: str  # "group lr-sweep", "runs a, b"
-    runs: pl.DataFrame  # run_key, name, project, group_name, sweep_id, state, config (dict), tags
+    runs: pl.DataFrame  # run_key, run (its label), name, run_id, project, group_name, sweep_id, state, config, tags
     excluded: list[dict] = field(default_factory=list)  # {"run", "why"}
 
 
 def select(
     con, group=None, sweep=None, tag=None, prefix=None, project=None, runs: list[str] | None = None
 ) -> Selection:
-    """The runs a sweep is about. ``runs``: explicit run names, ids or run_keys (compare)."""
+    """The runs a sweep is about, each with the label human output names it by (column ``run``: its name, with its
+    run id when another run has the same name). ``runs``: explicit run names, ids or run_keys (compare), each read
+    as `grpolens report` reads one: a name several runs have is refused with their run_keys (RunNotFound), not
+    taken as all of them."""
     base = (
         "select run_key, name, run_id, project, group_name, sweep_id, state, last_step, tags, "
         "config::varchar as config from runs"
     )
+    labels = run_lookup.labels(con)
     if runs:
-        frame = con.execute(
-            f"{base} where run_key in (select unnest($r)) or run_id in (select unnest($r)) "
-            "or name in (select unnest($r))",
-            {"r": list(runs)},
-        ).pl()
-        found = set(frame["run_key"]) | set(frame["run_id"]) | set(frame["name"])
-        missing = [r for r in runs if r not in found]
-        if missing:
-            raise SweepError(f"no run {', '.join(map(repr, missing))} in the warehouse")
-        label = "runs " + ", ".join(runs)
+        keys = list(dict.fromkeys(run_lookup.find(con, run) for run in runs))  # a run given twice is one run
+        frame = con.execute(f"{base} where run_key in (select unnest($k))", {"k": keys}).pl()
+        label = "runs " + ", ".join(labels[key] for key in keys)
     else:
         for value, where, what in (
             (group, "group_name = $v", "group"),
@@ -71,8 +68,11 @@ def select(
             raise SweepError("say which runs: --group, --sweep, --tag, --prefix or --project")
         if frame.is_empty():
             raise SweepError(f"no runs with {label} in the warehouse")
-    frame = frame.with_columns(pl.col("config").map_elements(_config, return_dtype=pl.Object))
-    return Selection(label, frame.sort("name"))
+    frame = frame.with_columns(
+        pl.col("run_key").replace_strict(labels, return_dtype=pl.Utf8).alias("run"),
+        pl.col("config").map_elements(_config, return_dtype=pl.Object),
+    )
+    return Selection(label, frame.sort("run"))
 
 
 def _config(text) -> dict:
@@ -133,15 +133,15 @@ def choose_metric(con, run_keys: list[str], metric: str | None) -> str:
 
 
 def task_keys(con, run_keys: list[str]) -> dict[str, str]:
-    """run name -> the logged key its task_score comes from. The key names the task (`eval/accuracy` of a GSM8K run,
+    """run label -> the logged key its task_score comes from. The key names the task (`eval/accuracy` of a GSM8K run,
     `game/avg_sc_count` of a Diplomacy league), so task scores from two keys are two measures, not one."""
-    return dict(
-        con.execute(
-            "select r.name, any_value(m.source_key) from metrics as m join runs as r using (run_key) "
-            "where m.metric = 'task_score' and m.run_key in (select unnest($k)) group by all order by 1",
-            {"k": run_keys},
-        ).fetchall()
-    )
+    labels = run_lookup.labels(con)
+    rows = con.execute(
+        "select run_key, any_value(source_key) from metrics "
+        "where metric = 'task_score' and run_key in (select unnest($k)) group by all",
+        {"k": run_keys},
+    ).fetchall()
+    return dict(sorted((labels[key], logged) for key, logged in rows))
 
 
 def different_measures(keys: dict[str, str]) -> bool:
