@@ -56,7 +56,9 @@ def test_lr_sweep_ranking_effects_confounding_and_next_experiments(sweeps):
     for run in doc["runs"]:
         assert set(run) >= {"run", "run_key", "rank", "score", "ci", "tied_with_best", "config", "cost", "flags"}
         assert run["ci"][0] <= run["score"] <= run["ci"][1]
+    for run in doc["runs"][1:]:
         assert run["tied_with_best"] == (run["ci"][1] >= doc["runs"][0]["ci"][0])
+    assert doc["runs"][0]["tied_with_best"] == any(run["tied_with_best"] for run in doc["runs"][1:])
     effects = {e["param"]: e for e in doc["effects"]}
     assert set(effects) == set(truth["varying"])  # seed, run_name and output_dir are not hyper-parameters
     lr = effects["learning_rate"]
@@ -426,6 +428,18 @@ def test_a_name_several_runs_share_is_refused_and_runs_that_share_one_are_told_a
         assert (np.abs(image - np.asarray(colour[:3])).max(axis=2) < 0.02).sum() > 200, colour
     swept = run_sweep(settings, "sweep", "--prefix", "train")
     assert sorted(r["run"] for r in swept["runs"]) == labels and swept["runs"][0]["config"] == {"learning_rate": 4e-05}
+
+
+def test_a_winner_no_interval_reaches_is_tied_with_nobody(namesakes):
+    """The ranking table marked the winner's row "tied: yes" while the text said no other run's interval reached it:
+    the leader counted as tied with itself."""
+    settings, ids = namesakes
+    doc = run_sweep(settings, "compare", *ids)
+    assert [r["tied_with_best"] for r in doc["runs"]] == [False, False, False]
+    text = Path(doc["files"]["markdown"]).read_text()
+    assert "no other run's interval reaches it." in text and "| yes |" not in text
+    assert "| yes |" not in sweep_report.ranking_table(doc)  # the Dagster asset's table
+    assert not any(r.startswith("Repeat the tied leaders") for r in doc["recommendations"])
 
 
 def plt_image(path: Path) -> np.ndarray:

@@ -195,18 +195,15 @@ def curves(con, run_keys: list[str], metric: str) -> pl.DataFrame:
 
 
 def rank(frame: pl.DataFrame, higher_is_better: bool) -> pl.DataFrame:
-    """Rank order; a run whose interval overlaps the leader's is tied with it, not beaten."""
+    """Rank order; a run whose interval overlaps the leader's is tied with it, not beaten. The leader is tied when
+    another run is: one that no interval reaches is tied with nobody (the ranking table marked it tied while the text
+    said no other run's interval reached it)."""
     ordered = frame.sort("score", descending=higher_is_better, nulls_last=True)
-    lead = ordered.row(0, named=True)
-    lo, hi = _bounds(lead)
-
-    def tied(row: dict) -> bool:
-        a, b = _bounds(row)
-        return row["run_key"] == lead["run_key"] or (a <= hi and b >= lo)
-
+    lo, hi = _bounds(ordered.row(0, named=True))
+    others = [a <= hi and b >= lo for a, b in map(_bounds, ordered.slice(1).iter_rows(named=True))]
     return ordered.with_columns(
         pl.Series("rank", range(1, ordered.height + 1)),
-        pl.Series("tied_with_best", [tied(r) for r in ordered.iter_rows(named=True)]),
+        pl.Series("tied_with_best", [any(others), *others], dtype=pl.Boolean),
     )
 
 

@@ -417,7 +417,7 @@ def plots(doc: dict, curve: pl.DataFrame, names: dict[str, str], out_dir: Path, 
     )
     drawn = [sweep_plots.ranked_scores(runs, metric, higher, out_dir / "ranking.png", f"{doc['selection']}: {metric}")]
     lines = curve.with_columns(pl.col("run_key").replace_strict(names, default=None).alias("run"))
-    top = [r["run"] for r in doc["runs"] if r["tied_with_best"]]
+    top = [r["run"] for i, r in enumerate(doc["runs"]) if i == 0 or r["tied_with_best"]]  # the leader and its ties
     drawn.append(
         sweep_plots.curves(
             lines.select("run", "step", "value"),
