@@ -442,6 +442,42 @@ def test_a_winner_no_interval_reaches_is_tied_with_nobody(namesakes):
     assert not any(r.startswith("Repeat the tied leaders") for r in doc["recommendations"])
 
 
+def test_runs_whose_rewards_add_up_different_functions_get_no_winner_on_the_reward(tmp_path):
+    """A public TRL sweep: one run adds a language-consistency reward that is 1 on nearly every step, so its total
+    reward is ~1 + correctness and it was named the decisive winner, on correctness the three are tied. Runs whose
+    reward functions differ are not ranked on the reward; the advice (map a function they share onto task_score)
+    works; runs with one set of functions are ranked as before, whatever the reward_components mart leaves out."""
+    logs = tmp_path / "logs"
+    for name, language, extra in (("xl-a", "vi", False), ("xl-b", "en", False), ("xl-c", "en", True)):
+        rng = np.random.default_rng(len(name) + ord(name[-1]))
+        rows = []
+        for step in range(1, 41):
+            row = {"step": step, "rewards/r1_correctness": float(np.clip(rng.normal(0.3, 0.05), 0, 1))}
+            # xl-a's format reward never fires: its correctness is its total, which the mart then drops as such
+            row["rewards/r2_format"] = 0.0 if name == "xl-a" else float(rng.uniform(0, 0.05))
+            if extra:
+                row["rewards/r5_lang_consistency"] = 1.0
+            row["reward"] = sum(v for k, v in row.items() if k.startswith("rewards/"))
+            rows.append(row)
+        write_jsonl(logs / name / "metrics.jsonl", rows)
+        (logs / name / "config.json").write_text(json.dumps({"train_language": language}))
+    home = tmp_path / "home"
+    env = {"GRPOLENS_HOME": str(home)}
+    grpolens("refresh", env={**env, "GRPOLENS_TRAINER_LOGS": str(logs)}, check=True)
+    proc = grpolens("sweep", "--prefix", "xl-", env=env)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "rewards add up different reward functions (r5_lang_consistency only in xl-c)" in proc.stderr
+    assert "(`aliases: {rewards/r1_correctness: task_score}`) and refresh" in proc.stderr
+    named = run_sweep(Settings(home=home), "sweep", "--prefix", "xl-", "--metric", "reward_mean")
+    assert named["runs"][0]["run"] == "xl-c" and "r5_lang_consistency only in xl-c" in named["note"]
+    same = run_sweep(Settings(home=home), "compare", "xl-a", "xl-b")  # one set of functions: one quantity
+    assert same["metric"] == "reward_mean" and "note" not in same
+    (home / "grpolens.yaml").write_text("aliases: {rewards/r1_correctness: task_score}\n")  # the advice, followed
+    grpolens("build", env=env, check=True)
+    doc = run_sweep(Settings(home=home), "sweep", "--prefix", "xl-")
+    assert doc["metric"] == "task_score" and all(r["tied_with_best"] for r in doc["runs"])
+
+
 def plt_image(path: Path) -> np.ndarray:
     """A PNG's pixels as RGB floats in [0, 1]."""
     import matplotlib.pyplot as plt

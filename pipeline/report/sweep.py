@@ -125,6 +125,12 @@ def choose_metric(con, run_keys: list[str], metric: str | None) -> str:
                     f"these runs' task scores are different measures ({logged_as(keys)}), so no score ranks "
                     "them against each other: compare runs of one task, or give a metric with --metric"
                 )
+            functions = reward_functions(con, run_keys) if candidate == "reward_mean" else {}
+            if unshared := unshared_functions(functions):
+                raise SweepError(
+                    f"these runs' rewards add up different reward functions ({unshared}), so their total reward is "
+                    f"not one quantity and ranks nothing: {_shared_score_advice(con, functions)}"
+                )
             return candidate
     raise SweepError(
         "these runs share no metric to compare them on (no reward, task score or Elo gap logged by "
@@ -156,6 +162,60 @@ def logged_as(keys: dict[str, str]) -> str:
     for run, key in keys.items():
         runs_of.setdefault(key, []).append(run)
     return "; ".join(f"{key}: {', '.join(runs)}" for key, runs in sorted(runs_of.items()))
+
+
+# A per-function reward's key, as the reward_components mart reads one: `rewards/<f>` or `rewards/<f>/mean`, with or
+# without `train/`.
+REWARD_FUNCTION = r"^(?:train/)?rewards/([^/]+)(?:/mean)?$"
+
+
+def reward_functions(con, run_keys: list[str]) -> dict[str, dict[str, str]]:
+    """run label -> {reward function: the key it is logged as}, for the runs that log their reward per function.
+    From the logged keys, not the reward_components mart: the mart leaves out a function whose value is the total's
+    at every step (its others all scored 0), which is still one of the functions that run's reward adds up."""
+    labels = run_lookup.labels(con)
+    rows = con.execute(
+        "select run_key, regexp_extract(key, $p, 1), min(key) from history "
+        "where run_key in (select unnest($k)) and contains(key, 'rewards/') and regexp_matches(key, $p) "
+        "and value_type is distinct from 'bool' group by all",  # a flag under a reward's key is no reward (as there)
+        {"k": run_keys, "p": REWARD_FUNCTION},
+    ).fetchall()
+    out: dict[str, dict[str, str]] = {}
+    for run_key, function, key in sorted(rows):
+        out.setdefault(labels[run_key], {})[function] = key
+    return out
+
+
+def unshared_functions(functions: dict[str, dict[str, str]]) -> str:
+    """`r5_lang_consistency only in run-c`: the reward functions some of these runs log and others do not (runs
+    logging none say nothing about theirs), or "" when they all log the same ones. Their total rewards then add up
+    different terms, as task scores from different keys measure different tasks."""
+    if len({frozenset(f) for f in functions.values()}) < 2:
+        return ""
+    every = set.intersection(*(set(f) for f in functions.values()))
+    return "; ".join(
+        f"{function} only in {', '.join(run for run, logged in functions.items() if function in logged)}"
+        for function in sorted(set().union(*functions.values()) - every)
+    )
+
+
+def _shared_score_advice(con, functions: dict[str, dict[str, str]]) -> str:
+    """How to rank runs whose rewards differ: on a function they all log (one that scores the task first, as the
+    reward_components mart marks it), mapped onto task_score, with the grpolens.yaml line that does it."""
+    every = sorted(set.intersection(*(set(f) for f in functions.values())))
+    tasks = {c for (c,) in con.execute("select distinct component from reward_components where is_task").fetchall()}
+    if not every:
+        return (
+            "rank on a score they all log: map its key onto task_score in grpolens.yaml (`aliases: {KEY: "
+            "task_score}`) and refresh, or give a metric with --metric"
+        )
+    function = min(every, key=lambda f: (f not in tasks, f))
+    keys = sorted({logged[function] for logged in functions.values()})
+    line = "aliases: {" + ", ".join(f"{key}: task_score" for key in keys) + "}"
+    return (
+        f"rank on a reward function they all log, e.g. {function}: map it onto task_score in grpolens.yaml "
+        f"(`{line}`) and refresh, or give a metric with --metric"
+    )
 
 
 def scores(con, run_keys: list[str], metric: str) -> pl.DataFrame:

@@ -55,6 +55,7 @@ def analyse(
             f"{what} ({only['run']}): a {'comparison' if compare else 'sweep'} needs two or more "
             f"(`grpolens report {given}` reports on one run)"
         )
+    asked = metric is not None
     metric = sweep.choose_metric(con, keys, metric)
     higher = sweep.higher_is_better_for(metric, lower_is_better)
     scored = sweep.scores(con, keys, metric).filter(pl.col("score").is_not_null() & pl.col("score").is_finite())
@@ -131,6 +132,15 @@ def analyse(
         warning = (
             f"task_score is logged as different keys ({sweep.logged_as(logged)}): the ranking holds only if "
             "they measure the same task"
+        )
+        doc["note"] = f"{doc['note']}; {warning}" if doc.get("note") else warning
+    # Chosen unasked, a reward whose functions differ was refused already (choose_metric); asked for, it is ranked
+    # with the warning.
+    functions = sweep.reward_functions(con, ranked_keys) if asked and metric == "reward_mean" else {}
+    if unshared := sweep.unshared_functions(functions):
+        warning = (
+            f"reward_mean adds up different reward functions in these runs ({unshared}): the ranking compares "
+            "different rewards"
         )
         doc["note"] = f"{doc['note']}; {warning}" if doc.get("note") else warning
     doc["power_law_summary"] = _compare_exponents(doc["power_law"])
