@@ -130,7 +130,7 @@ def cmd_sweep(args, settings: Settings) -> int:
             project=getattr(args, "project", None),
             runs=runs,
         )
-        label = "compare-" + "-".join(selection.runs["name"].to_list())[:60] if runs else selection.label
+        label = "compare-" + "-".join(selection.runs["run"].to_list())[:60] if runs else selection.label
         out = (
             Path(args.out)
             if args.out

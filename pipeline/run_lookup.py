@@ -12,18 +12,23 @@ class RunNotFound(Exception):
 
 def resolve(settings: Settings, run: str) -> str:
     """A run given as its run_key, run id or name (a name must be unambiguous); an unknown one suggests close names."""
-    import difflib
-
     from pipeline import warehouse
 
     con = warehouse.connect_readonly(settings)
     try:
-        found = con.execute(
-            "select run_key, name from runs where run_key = $r or run_id = $r or name = $r", {"r": run}
-        ).fetchall()
-        known = [] if found else con.execute("select run_key, run_id, name from runs").fetchall()
+        return find(con, run)
     finally:
         con.close()
+
+
+def find(con, run: str) -> str:
+    """`resolve` on an open connection to the warehouse."""
+    import difflib
+
+    found = con.execute(
+        "select run_key, name from runs where run_key = $r or run_id = $r or name = $r", {"r": run}
+    ).fetchall()
+    known = [] if found else con.execute("select run_key, run_id, name from runs").fetchall()
     if not found:
         names = sorted({v for row in known for v in row if v})
         close = difflib.get_close_matches(run, names, n=3, cutoff=0.5)

@@ -16,7 +16,7 @@ import pytest
 from pipeline import warehouse
 from pipeline.report import sweep, sweep_report, sweep_stats
 from pipeline.settings import Settings
-from tests.conftest import grpolens
+from tests.conftest import grpolens, write_jsonl
 from tests.sweep_runs import sweep_specs, write_all
 
 
@@ -56,7 +56,9 @@ def test_lr_sweep_ranking_effects_confounding_and_next_experiments(sweeps):
     for run in doc["runs"]:
         assert set(run) >= {"run", "run_key", "rank", "score", "ci", "tied_with_best", "config", "cost", "flags"}
         assert run["ci"][0] <= run["score"] <= run["ci"][1]
+    for run in doc["runs"][1:]:
         assert run["tied_with_best"] == (run["ci"][1] >= doc["runs"][0]["ci"][0])
+    assert doc["runs"][0]["tied_with_best"] == any(run["tied_with_best"] for run in doc["runs"][1:])
     effects = {e["param"]: e for e in doc["effects"]}
     assert set(effects) == set(truth["varying"])  # seed, run_name and output_dir are not hyper-parameters
     lr = effects["learning_rate"]
@@ -375,6 +377,112 @@ def test_runs_without_any_config_are_not_called_repeats(logged):
     doc = run_sweep(logged, "compare", "bare-0", "bare-1", "bare-2")
     assert doc["note"].startswith("no config was found for these runs") and doc["effects"] == []
     assert not any("suggested config" in line for line in doc["recommendations"])  # there is none
+
+
+@pytest.fixture(scope="module")
+def namesakes(tmp_path_factory):
+    """Three runs of one name: a trainer that writes `train_metrics.jsonl` into each run's folder, its config.json
+    beside it (the layout of a public LoRA sweep QA ingested, whose six runs were all called train_metrics)."""
+    root = tmp_path_factory.mktemp("namesakes")
+    for i, (lr, level) in enumerate(sorted(TINKER_LRS.items())):
+        rng = np.random.default_rng(i)
+        rewards = [level - (level - 0.1) * math.exp(-step / 6) + rng.normal(0, 0.02) for step in range(40)]
+        folder = root / "logs" / f"lr-{lr:g}"
+        write_jsonl(folder / "train_metrics.jsonl", [{"step": s, "mean_reward": r} for s, r in enumerate(rewards)])
+        (folder / "config.json").write_text(json.dumps({"learning_rate": lr}))
+    home = root / "home"
+    grpolens("refresh", env={"GRPOLENS_HOME": str(home), "GRPOLENS_TRAINER_LOGS": str(root / "logs")}, check=True)
+    con = warehouse.connect_readonly(Settings(home=home))
+    try:
+        ids = [i for (i,) in con.execute("select run_id from runs where name = 'train_metrics' order by 1").fetchall()]
+    finally:
+        con.close()
+    assert len(ids) == 3
+    return Settings(home=home), ids
+
+
+def test_a_name_several_runs_share_is_refused_and_runs_that_share_one_are_told_apart(namesakes, tmp_path):
+    """`compare train_metrics train_metrics` compared all the runs of that name, and every line, table row, plot
+    label and legend entry called each of them train_metrics (the curves one line for all). A name is read as
+    `grpolens report` reads it; runs that share one are named with their run ids, as `grpolens check` names them."""
+    settings, ids = namesakes
+    env = {"GRPOLENS_HOME": str(settings.home)}
+    for args in (("train_metrics", "train_metrics"), ("train_metrics",), (ids[0], "train_metrics")):
+        proc = grpolens("compare", *args, env=env)
+        assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+        assert "'train_metrics' names 3 runs; use one of: trainer_log:" in proc.stderr
+    proc = grpolens("compare", ids[0], ids[0], env=env)  # two or more runs, after reading each
+    assert proc.returncode == 1 and f"only one run to compare (train_metrics [{ids[0]}])" in proc.stderr
+    assert f"`grpolens report {ids[0]}`" in proc.stderr  # what report reads: not the label
+    labels = [f"train_metrics [{i}]" for i in ids]
+    doc = run_sweep(settings, "compare", *ids, "--out", str(tmp_path / "compare"))
+    assert sorted(r["run"] for r in doc["runs"]) == labels
+    assert sorted(p["run"] for p in doc["power_law"]) == labels and set(doc["pareto"]) <= set(labels)
+    text = Path(doc["files"]["markdown"]).read_text()
+    assert f"**Winner: {doc['runs'][0]['run']}**" in text and all(f"| {label} |" in text for label in labels)
+    # the overlaid curves: a line, and a legend entry, in each run's colour (one for all three before)
+    from pipeline.report.plots import _colours
+
+    image = plt_image(tmp_path / "compare" / "curves.png")
+    for colour in _colours(3):
+        assert (np.abs(image - np.asarray(colour[:3])).max(axis=2) < 0.02).sum() > 200, colour
+    swept = run_sweep(settings, "sweep", "--prefix", "train")
+    assert sorted(r["run"] for r in swept["runs"]) == labels and swept["runs"][0]["config"] == {"learning_rate": 4e-05}
+
+
+def test_a_winner_no_interval_reaches_is_tied_with_nobody(namesakes):
+    """The ranking table marked the winner's row "tied: yes" while the text said no other run's interval reached it:
+    the leader counted as tied with itself."""
+    settings, ids = namesakes
+    doc = run_sweep(settings, "compare", *ids)
+    assert [r["tied_with_best"] for r in doc["runs"]] == [False, False, False]
+    text = Path(doc["files"]["markdown"]).read_text()
+    assert "no other run's interval reaches it." in text and "| yes |" not in text
+    assert "| yes |" not in sweep_report.ranking_table(doc)  # the Dagster asset's table
+    assert not any(r.startswith("Repeat the tied leaders") for r in doc["recommendations"])
+
+
+def test_runs_whose_rewards_add_up_different_functions_get_no_winner_on_the_reward(tmp_path):
+    """A public TRL sweep: one run adds a language-consistency reward that is 1 on nearly every step, so its total
+    reward is ~1 + correctness and it was named the decisive winner, on correctness the three are tied. Runs whose
+    reward functions differ are not ranked on the reward; the advice (map a function they share onto task_score)
+    works; runs with one set of functions are ranked as before, whatever the reward_components mart leaves out."""
+    logs = tmp_path / "logs"
+    for name, language, extra in (("xl-a", "vi", False), ("xl-b", "en", False), ("xl-c", "en", True)):
+        rng = np.random.default_rng(len(name) + ord(name[-1]))
+        rows = []
+        for step in range(1, 41):
+            row = {"step": step, "rewards/r1_correctness": float(np.clip(rng.normal(0.3, 0.05), 0, 1))}
+            # xl-a's format reward never fires: its correctness is its total, which the mart then drops as such
+            row["rewards/r2_format"] = 0.0 if name == "xl-a" else float(rng.uniform(0, 0.05))
+            if extra:
+                row["rewards/r5_lang_consistency"] = 1.0
+            row["reward"] = sum(v for k, v in row.items() if k.startswith("rewards/"))
+            rows.append(row)
+        write_jsonl(logs / name / "metrics.jsonl", rows)
+        (logs / name / "config.json").write_text(json.dumps({"train_language": language}))
+    home = tmp_path / "home"
+    env = {"GRPOLENS_HOME": str(home)}
+    grpolens("refresh", env={**env, "GRPOLENS_TRAINER_LOGS": str(logs)}, check=True)
+    proc = grpolens("sweep", "--prefix", "xl-", env=env)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "rewards add up different reward functions (r5_lang_consistency only in xl-c)" in proc.stderr
+    assert "(`aliases: {rewards/r1_correctness: task_score}`) and refresh" in proc.stderr
+    named = run_sweep(Settings(home=home), "sweep", "--prefix", "xl-", "--metric", "reward_mean")
+    assert named["runs"][0]["run"] == "xl-c" and "r5_lang_consistency only in xl-c" in named["note"]
+    same = run_sweep(Settings(home=home), "compare", "xl-a", "xl-b")  # one set of functions: one quantity
+    assert same["metric"] == "reward_mean" and "note" not in same
+    (home / "grpolens.yaml").write_text("aliases: {rewards/r1_correctness: task_score}\n")  # the advice, followed
+    grpolens("build", env=env, check=True)
+    doc = run_sweep(Settings(home=home), "sweep", "--prefix", "xl-")
+    assert doc["metric"] == "task_score" and all(r["tied_with_best"] for r in doc["runs"])
+
+
+def plt_image(path: Path) -> np.ndarray:
+    """A PNG's pixels as RGB floats in [0, 1]."""
+    import matplotlib.pyplot as plt
+
+    return plt.imread(path)[..., :3]
 
 
 def test_a_logged_key_no_alias_maps_is_said_to_be_logged_and_how_to_map_it(logged, tmp_path):

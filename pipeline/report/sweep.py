@@ -17,7 +17,7 @@ from typing import Any, cast
 import numpy as np
 import polars as pl
 
-from pipeline import aliases
+from pipeline import aliases, run_lookup
 from pipeline.report import sweep_stats
 from pipeline.report.sections import HIGHER_IS_BETTER, _flatten
 
@@ -32,29 +32,26 @@ class SweepError(ValueError):
 @dataclass
 class Selection:
     label: str  # "group lr-sweep", "runs a, b"
-    runs: pl.DataFrame  # run_key, name, project, group_name, sweep_id, state, config (dict), tags
+    runs: pl.DataFrame  # run_key, run (its label), name, run_id, project, group_name, sweep_id, state, config, tags
     excluded: list[dict] = field(default_factory=list)  # {"run", "why"}
 
 
 def select(
     con, group=None, sweep=None, tag=None, prefix=None, project=None, runs: list[str] | None = None
 ) -> Selection:
-    """The runs a sweep is about. ``runs``: explicit run names, ids or run_keys (compare)."""
+    """The runs a sweep is about, each with the label human output names it by (column ``run``: its name, with its
+    run id when another run has the same name). ``runs``: explicit run names, ids or run_keys (compare), each read
+    as `grpolens report` reads one: a name several runs have is refused with their run_keys (RunNotFound), not
+    taken as all of them."""
     base = (
         "select run_key, name, run_id, project, group_name, sweep_id, state, last_step, tags, "
         "config::varchar as config from runs"
     )
+    labels = run_lookup.labels(con)
     if runs:
-        frame = con.execute(
-            f"{base} where run_key in (select unnest($r)) or run_id in (select unnest($r)) "
-            "or name in (select unnest($r))",
-            {"r": list(runs)},
-        ).pl()
-        found = set(frame["run_key"]) | set(frame["run_id"]) | set(frame["name"])
-        missing = [r for r in runs if r not in found]
-        if missing:
-            raise SweepError(f"no run {', '.join(map(repr, missing))} in the warehouse")
-        label = "runs " + ", ".join(runs)
+        keys = list(dict.fromkeys(run_lookup.find(con, run) for run in runs))  # a run given twice is one run
+        frame = con.execute(f"{base} where run_key in (select unnest($k))", {"k": keys}).pl()
+        label = "runs " + ", ".join(labels[key] for key in keys)
     else:
         for value, where, what in (
             (group, "group_name = $v", "group"),
@@ -71,8 +68,11 @@ def select(
             raise SweepError("say which runs: --group, --sweep, --tag, --prefix or --project")
         if frame.is_empty():
             raise SweepError(f"no runs with {label} in the warehouse")
-    frame = frame.with_columns(pl.col("config").map_elements(_config, return_dtype=pl.Object))
-    return Selection(label, frame.sort("name"))
+    frame = frame.with_columns(
+        pl.col("run_key").replace_strict(labels, return_dtype=pl.Utf8).alias("run"),
+        pl.col("config").map_elements(_config, return_dtype=pl.Object),
+    )
+    return Selection(label, frame.sort("run"))
 
 
 def _config(text) -> dict:
@@ -125,6 +125,12 @@ def choose_metric(con, run_keys: list[str], metric: str | None) -> str:
                     f"these runs' task scores are different measures ({logged_as(keys)}), so no score ranks "
                     "them against each other: compare runs of one task, or give a metric with --metric"
                 )
+            functions = reward_functions(con, run_keys) if candidate == "reward_mean" else {}
+            if unshared := unshared_functions(functions):
+                raise SweepError(
+                    f"these runs' rewards add up different reward functions ({unshared}), so their total reward is "
+                    f"not one quantity and ranks nothing: {_shared_score_advice(con, functions)}"
+                )
             return candidate
     raise SweepError(
         "these runs share no metric to compare them on (no reward, task score or Elo gap logged by "
@@ -133,15 +139,15 @@ def choose_metric(con, run_keys: list[str], metric: str | None) -> str:
 
 
 def task_keys(con, run_keys: list[str]) -> dict[str, str]:
-    """run name -> the logged key its task_score comes from. The key names the task (`eval/accuracy` of a GSM8K run,
+    """run label -> the logged key its task_score comes from. The key names the task (`eval/accuracy` of a GSM8K run,
     `game/avg_sc_count` of a Diplomacy league), so task scores from two keys are two measures, not one."""
-    return dict(
-        con.execute(
-            "select r.name, any_value(m.source_key) from metrics as m join runs as r using (run_key) "
-            "where m.metric = 'task_score' and m.run_key in (select unnest($k)) group by all order by 1",
-            {"k": run_keys},
-        ).fetchall()
-    )
+    labels = run_lookup.labels(con)
+    rows = con.execute(
+        "select run_key, any_value(source_key) from metrics "
+        "where metric = 'task_score' and run_key in (select unnest($k)) group by all",
+        {"k": run_keys},
+    ).fetchall()
+    return dict(sorted((labels[key], logged) for key, logged in rows))
 
 
 def different_measures(keys: dict[str, str]) -> bool:
@@ -156,6 +162,60 @@ def logged_as(keys: dict[str, str]) -> str:
     for run, key in keys.items():
         runs_of.setdefault(key, []).append(run)
     return "; ".join(f"{key}: {', '.join(runs)}" for key, runs in sorted(runs_of.items()))
+
+
+# A per-function reward's key, as the reward_components mart reads one: `rewards/<f>` or `rewards/<f>/mean`, with or
+# without `train/`.
+REWARD_FUNCTION = r"^(?:train/)?rewards/([^/]+)(?:/mean)?$"
+
+
+def reward_functions(con, run_keys: list[str]) -> dict[str, dict[str, str]]:
+    """run label -> {reward function: the key it is logged as}, for the runs that log their reward per function.
+    From the logged keys, not the reward_components mart: the mart leaves out a function whose value is the total's
+    at every step (its others all scored 0), which is still one of the functions that run's reward adds up."""
+    labels = run_lookup.labels(con)
+    rows = con.execute(
+        "select run_key, regexp_extract(key, $p, 1), min(key) from history "
+        "where run_key in (select unnest($k)) and contains(key, 'rewards/') and regexp_matches(key, $p) "
+        "and value_type is distinct from 'bool' group by all",  # a flag under a reward's key is no reward (as there)
+        {"k": run_keys, "p": REWARD_FUNCTION},
+    ).fetchall()
+    out: dict[str, dict[str, str]] = {}
+    for run_key, function, key in sorted(rows):
+        out.setdefault(labels[run_key], {})[function] = key
+    return out
+
+
+def unshared_functions(functions: dict[str, dict[str, str]]) -> str:
+    """`r5_lang_consistency only in run-c`: the reward functions some of these runs log and others do not (runs
+    logging none say nothing about theirs), or "" when they all log the same ones. Their total rewards then add up
+    different terms, as task scores from different keys measure different tasks."""
+    if len({frozenset(f) for f in functions.values()}) < 2:
+        return ""
+    every = set.intersection(*(set(f) for f in functions.values()))
+    return "; ".join(
+        f"{function} only in {', '.join(run for run, logged in functions.items() if function in logged)}"
+        for function in sorted(set().union(*functions.values()) - every)
+    )
+
+
+def _shared_score_advice(con, functions: dict[str, dict[str, str]]) -> str:
+    """How to rank runs whose rewards differ: on a function they all log (one that scores the task first, as the
+    reward_components mart marks it), mapped onto task_score, with the grpolens.yaml line that does it."""
+    every = sorted(set.intersection(*(set(f) for f in functions.values())))
+    tasks = {c for (c,) in con.execute("select distinct component from reward_components where is_task").fetchall()}
+    if not every:
+        return (
+            "rank on a score they all log: map its key onto task_score in grpolens.yaml (`aliases: {KEY: "
+            "task_score}`) and refresh, or give a metric with --metric"
+        )
+    function = min(every, key=lambda f: (f not in tasks, f))
+    keys = sorted({logged[function] for logged in functions.values()})
+    line = "aliases: {" + ", ".join(f"{key}: task_score" for key in keys) + "}"
+    return (
+        f"rank on a reward function they all log, e.g. {function}: map it onto task_score in grpolens.yaml "
+        f"(`{line}`) and refresh, or give a metric with --metric"
+    )
 
 
 def scores(con, run_keys: list[str], metric: str) -> pl.DataFrame:
@@ -195,18 +255,15 @@ def curves(con, run_keys: list[str], metric: str) -> pl.DataFrame:
 
 
 def rank(frame: pl.DataFrame, higher_is_better: bool) -> pl.DataFrame:
-    """Rank order; a run whose interval overlaps the leader's is tied with it, not beaten."""
+    """Rank order; a run whose interval overlaps the leader's is tied with it, not beaten. The leader is tied when
+    another run is: one that no interval reaches is tied with nobody (the ranking table marked it tied while the text
+    said no other run's interval reached it)."""
     ordered = frame.sort("score", descending=higher_is_better, nulls_last=True)
-    lead = ordered.row(0, named=True)
-    lo, hi = _bounds(lead)
-
-    def tied(row: dict) -> bool:
-        a, b = _bounds(row)
-        return row["run_key"] == lead["run_key"] or (a <= hi and b >= lo)
-
+    lo, hi = _bounds(ordered.row(0, named=True))
+    others = [a <= hi and b >= lo for a, b in map(_bounds, ordered.slice(1).iter_rows(named=True))]
     return ordered.with_columns(
         pl.Series("rank", range(1, ordered.height + 1)),
-        pl.Series("tied_with_best", [tied(r) for r in ordered.iter_rows(named=True)]),
+        pl.Series("tied_with_best", [any(others), *others], dtype=pl.Boolean),
     )
 
 

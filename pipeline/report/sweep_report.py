@@ -48,16 +48,18 @@ def analyse(
     runs = selection.runs
     keys = runs["run_key"].to_list()
     if len(keys) < 2:
-        only = runs["name"][0]  # `compare` names its runs: "runs a has one run (a)" would say nothing
+        only = runs.row(0, named=True)  # `compare` names its runs: "runs a has one run (a)" would say nothing
         what = "only one run to compare" if compare else f"{selection.label} has one run"
+        given = only["run"] if only["run"] in (only["name"], only["run_key"]) else only["run_id"]  # what report reads
         raise sweep.SweepError(
-            f"{what} ({only}): a {'comparison' if compare else 'sweep'} needs two or more "
-            f"(`grpolens report {only}` reports on one run)"
+            f"{what} ({only['run']}): a {'comparison' if compare else 'sweep'} needs two or more "
+            f"(`grpolens report {given}` reports on one run)"
         )
+    asked = metric is not None
     metric = sweep.choose_metric(con, keys, metric)
     higher = sweep.higher_is_better_for(metric, lower_is_better)
     scored = sweep.scores(con, keys, metric).filter(pl.col("score").is_not_null() & pl.col("score").is_finite())
-    names = dict(zip(runs["run_key"], runs["name"], strict=True))
+    names = dict(zip(runs["run_key"], runs["run"], strict=True))  # runs that share a name told apart
     excluded = [{"run": names[k], "why": f"no finite {metric} logged"} for k in keys if k not in set(scored["run_key"])]
     if scored.height < 2:
         raise sweep.SweepError(f"only {scored.height} run(s) of {selection.label} logged {metric}: nothing to compare")
@@ -130,6 +132,15 @@ def analyse(
         warning = (
             f"task_score is logged as different keys ({sweep.logged_as(logged)}): the ranking holds only if "
             "they measure the same task"
+        )
+        doc["note"] = f"{doc['note']}; {warning}" if doc.get("note") else warning
+    # Chosen unasked, a reward whose functions differ was refused already (choose_metric); asked for, it is ranked
+    # with the warning.
+    functions = sweep.reward_functions(con, ranked_keys) if asked and metric == "reward_mean" else {}
+    if unshared := sweep.unshared_functions(functions):
+        warning = (
+            f"reward_mean adds up different reward functions in these runs ({unshared}): the ranking compares "
+            "different rewards"
         )
         doc["note"] = f"{doc['note']}; {warning}" if doc.get("note") else warning
     doc["power_law_summary"] = _compare_exponents(doc["power_law"])
@@ -260,7 +271,7 @@ def _conservative_advice(runs: list[dict], rates: dict[str, float | None]) -> st
     broken = [r["run"] for r in runs if broke_down(r)]
     if not broken:
         return advice + ": raise the learning rate or lower the KL penalty"
-    named = ", ".join(broken[:4]) + (f" and {len(broken) - 4} more" if len(broken) > 4 else "")
+    named = _first_few(broken)
     broken_rates, timid_rates = [rates.get(r) for r in broken], [rates.get(r["run"]) for r in runs if timid(r)]
     if None in broken_rates or None in timid_rates:
         return advice + (
@@ -277,6 +288,11 @@ def _conservative_advice(runs: list[dict], rates: dict[str, float | None]) -> st
         f", lower the KL penalty rather than raise the learning rate: {named} collapsed or went unstable at "
         f"{_fmt(limit)}, a learning rate they already use"
     )
+
+
+def _first_few(runs: list[str], shown: int = 4) -> str:
+    """`a, b, c, d and 2 more`: a list of runs in a line of advice, which says when it left some out."""
+    return ", ".join(runs[:shown]) + (f" and {len(runs) - shown} more" if len(runs) > shown else "")
 
 
 def _neighbours(levels: list[dict], value) -> tuple:
@@ -368,7 +384,7 @@ def recommendations(
     tied = [r["run"] for r in doc["runs"] if r["tied_with_best"]]
     if len(tied) > 1:
         out.append(
-            f"Repeat the tied leaders ({', '.join(tied[:4])}) with 2–3 more seeds each: their intervals overlap, "
+            f"Repeat the tied leaders ({_first_few(tied)}) with 2–3 more seeds each: their intervals overlap, "
             "so the ranking among them is not settled"
         )
     bad_lines = doc["good_bad_ugly"]["bad"] + doc["good_bad_ugly"]["ugly"]
@@ -411,7 +427,7 @@ def plots(doc: dict, curve: pl.DataFrame, names: dict[str, str], out_dir: Path, 
     )
     drawn = [sweep_plots.ranked_scores(runs, metric, higher, out_dir / "ranking.png", f"{doc['selection']}: {metric}")]
     lines = curve.with_columns(pl.col("run_key").replace_strict(names, default=None).alias("run"))
-    top = [r["run"] for r in doc["runs"] if r["tied_with_best"]]
+    top = [r["run"] for i, r in enumerate(doc["runs"]) if i == 0 or r["tied_with_best"]]  # the leader and its ties
     drawn.append(
         sweep_plots.curves(
             lines.select("run", "step", "value"),
