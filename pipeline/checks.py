@@ -9,6 +9,8 @@ A check file starts with a header of `--` lines that the runner reads:
                                        either will do, for a rule that falls back on a second metric)
     -- role: symptom                   cause | symptom | outcome: how a report orders findings that start together
     -- advice: learning_rate down: Lower the learning rate     one action (lever, up|down|do, text); repeatable
+    -- explains: reward_plateau        optional: the only rules whose findings this one can cause (`none`: no rule's);
+                                       without it, any rule's that follows it (how a report tells consequences)
     -- param mad_factor = 6            a threshold, bound as the DuckDB parameter $mad_factor
 
 and then one SELECT returning rows shaped like `anomalies` (ANOMALY_COLUMNS). Thresholds are real query
@@ -72,6 +74,10 @@ class Check:
     path: Path
     role: str = "cause"
     advice: tuple[Advice, ...] = ()
+    # The rules whose findings this one can cause, when its mechanism limits them (None: any that follows it). A
+    # constant reward term changes no advantage, so it explains nothing; groups with tied rewards stop learning, they
+    # do not make the reward fall.
+    explains: tuple[str, ...] | None = None
 
     def bound(self, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         params = dict(self.params)
@@ -98,6 +104,7 @@ def parse_check(path: Path) -> Check:
     reads: tuple[str, ...] = ()
     requires: tuple[str, ...] = ()
     advice: list[Advice] = []
+    explains: tuple[str, ...] | None = None
     params: dict[str, Any] = {}
     docs: dict[str, str] = {}
     for line in text.splitlines():
@@ -127,17 +134,24 @@ def parse_check(path: Path) -> Check:
                 if action is None:
                     raise CheckError(f"{path.name}: `-- advice:` must read `lever up|down|do: text`, not {value!r}")
                 advice.append(Advice(action["lever"], action["direction"], action["text"].strip()))
+            elif key == "explains":
+                explains = () if value == "none" else tuple(v.strip() for v in value.split(",") if v.strip())
     if severity not in SEVERITIES:
         raise CheckError(f"{path.name}: severity must be one of {SEVERITIES}, not {severity!r}")
     if not reads:
         raise CheckError(f"{path.name}: the header must say which tables it reads (-- reads: ...)")
     if role not in ROLES:
         raise CheckError(f"{path.name}: role must be one of {ROLES}, not {role!r}")
-    return Check(name, description, severity, reads, requires, params, docs, text, path, role, tuple(advice))
+    return Check(name, description, severity, reads, requires, params, docs, text, path, role, tuple(advice), explains)
 
 
 def load_checks(directory: Path = SQL_DIR / "checks") -> list[Check]:
-    return [parse_check(path) for path in sorted(Path(directory).glob("*.sql"))]
+    checks = [parse_check(path) for path in sorted(Path(directory).glob("*.sql"))]
+    names = {c.name for c in checks}
+    for check in checks:
+        if unknown := sorted(set(check.explains or ()) - names):
+            raise CheckError(f"{check.path.name}: `-- explains:` names no rule: {', '.join(unknown)}")
+    return checks
 
 
 @dataclass

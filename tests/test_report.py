@@ -792,3 +792,43 @@ def test_a_curve_that_jumped_is_said_to_have_moved_though_it_has_no_steady_trend
     assert "(no steady trend, but it moved: 0.1" in entropy_row and "→ 5" in entropy_row, entropy_row
     (reward_row,) = [line for line in markdown.splitlines() if line.startswith("| reward_mean |")]
     assert "(not significant)" in reward_row, reward_row
+
+
+def test_a_root_cause_explains_only_what_its_mechanism_can_cause(tmp_path):
+    """Tied groups from the first step stop learning; they do not make the reward fall three steps later, so that
+    collapse is no consequence of them, while the plateau and the vanishing gradients that follow are. A reward term
+    that never fires changes no advantage: the plateau beside it is not its doing. A rule that names a rule that
+    does not exist in `-- explains:` is an error, not a silent nothing."""
+    rules = {rule.name: rule for rule in checks.load_checks()}
+    told = story.tell(
+        [
+            _flag("reward_zero_variance", "error", 1),
+            _flag("reward_collapse", "error", 4),
+            _flag("reward_plateau", "warn", 6),
+            _flag("grad_norm_vanishing", "warn", 8),
+            _flag("too_conservative", "warn", 9),
+        ],
+        rules,
+        list(range(1, 101)),
+    )
+    assert told.root["check"] == "reward_zero_variance"  # a cause wins over an outcome that starts with it ...
+    assert {f["check"]: f["consequence_of"] for f in told.findings if f is not told.root} == {
+        "reward_collapse": None,  # ... and does not explain it
+        "reward_plateau": "reward_zero_variance",
+        "grad_norm_vanishing": "reward_zero_variance",
+        "too_conservative": "reward_zero_variance",
+    }
+    told = story.tell(
+        [_flag("reward_component_dead", "warn", 5), _flag("reward_plateau", "warn", 6)], rules, list(range(1, 101))
+    )
+    assert told.root["check"] == "reward_component_dead"
+    assert [(f["check"], f["consequence_of"], f["related_to"]) for f in told.findings if f is not told.root] == [
+        ("reward_plateau", None, None)
+    ]
+
+    folder = tmp_path / "checks"
+    folder.mkdir()
+    for name in ("reward_plateau", "reward_zero_variance"):
+        (folder / f"{name}.sql").write_text((checks.SQL_DIR / "checks" / f"{name}.sql").read_text())
+    with pytest.raises(checks.CheckError, match="names no rule: grad_norm_vanishing, too_conservative"):
+        checks.load_checks(folder)

@@ -19,7 +19,9 @@ repeats or contradicts the others'. Reading them as one story needs three decisi
   way or just over when it was flagged are *related*, not consequences: a detector can fire before the cause's own
   (a reward falling while the length has not yet crossed its bar), so they belong to the story, but nothing that
   came first can be called caused by what came after. The root cause's own rule flagging again is the root cause
-  again, not a consequence of it.
+  again, not a consequence of it. A rule whose mechanism limits what it can cause (`-- explains:`) has only those
+  rules' findings as consequences or related: a reward term that never varies explains no plateau, tied groups no
+  reward collapse.
 - *Transient symptoms*: a spike (a symptom) that ended and was followed by no cause or outcome it could have
   caused (starting before its end or a few logged steps after) is noted, but weighs as a warning: an isolated KL
   spike the run recovered from does not make it unhealthy.
@@ -181,12 +183,14 @@ def tell(findings: list[dict], rules: dict[str, Check], steps: list[int]) -> Sto
 def _attribute(root: dict, placed: list[dict], rules: dict[str, Check], window: float, lag: float) -> None:
     """Mark the findings the root cause explains (``consequence_of``) and those of the same event that fired just
     before it (``related_to``)."""
+    cause = rules.get(root["check"])
     story = [
         f
         for f in placed
         if f is not root
         and f["check"] != root["check"]  # its own rule again is the root cause, not a consequence
         and _operations(rules, f) == _operations(rules, root)  # no learning finding follows from operations
+        and (cause is None or cause.explains is None or f["check"] in cause.explains)  # nor what it cannot cause
     ]
     for f in story:  # one event: a symptom or outcome still under way, or just over, when the cause was flagged
         if f["step"] < root["step"] <= reach(f, window, lag) and _rank(rules, f) > _rank(rules, root):

@@ -3,6 +3,7 @@
 -- reads: history, reward_components, trainer_steps
 -- requires:
 -- role: cause
+-- explains: reward_collapse
 -- advice: reward_design do: Check the component's parser against real completions, or drop it
 -- param min_points = 10      -- a component needs this many logged steps before "never moved" means anything
 -- param tolerance = 1e-9     -- max - min at or below this is "constant"

@@ -3,6 +3,7 @@
 -- reads: metrics
 -- requires: frac_reward_zero_std | reward_std
 -- role: cause
+-- explains: reward_plateau, grad_norm_vanishing, too_conservative
 -- advice: prompts do: Use harder prompts (or filter solved ones)
 -- advice: generations up: Sample more generations per prompt
 -- advice: reward_design do: Use a finer-grained reward
