@@ -221,6 +221,8 @@ def test_runs_with_little_to_judge_get_a_report_that_says_why(tmp_path):
                 "reward": 0.5 + 0.01 * s,
                 "loss": float("nan") if s % 7 == 0 else 0.1,
                 "grad_norm": float("inf") if s == 38 else 0.5,
+                "heldout/success_rate": 0.2 + 0.001 * s,  # a custom evaluation key: named, with the alias to map it
+                "rewards/accuracy_reward": 0.5,  # a reward term reward_components reads: not named
             }
             for s in range(40)
         ],
@@ -243,6 +245,9 @@ def test_runs_with_little_to_judge_get_a_report_that_says_why(tmp_path):
         "of the run)"
     )
     assert nonfinite["verdict"] == "unhealthy" and nonfinite["root_cause"]["check"] == "loss_nonfinite"
+    assert said["the task metric"].startswith("the run logs heldout/success_rate, which no rule reads: if it scores")
+    assert "`aliases: {heldout/success_rate: task_score}`" in said["the task metric"]
+    assert "the task metric" not in {n["what"] for n in tiny["sections"]["not_judged"]}
 
 
 def test_a_condition_that_comes_and_goes_is_one_line_in_text_and_every_episode_in_json(tmp_path):

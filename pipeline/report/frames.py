@@ -104,8 +104,18 @@ def load(con, run_key: str, findings: list[dict] | None = None) -> RunData:
     findings = [_finding(f) for f in findings if f.get("run_key") == run_key]
     tables = {name: _frame(con, have, name, sql, params) for name, sql in _RUN_TABLES.items()}
     tables["component_history"] = _component_history(con, have, run_key)
+    tables["unread_keys"] = _frame(con, have, "history", _UNREAD_KEYS, params)
     tables["event_hours"] = _event_hours(con, have, run)
     return RunData(run, metrics, findings, tables, _peers(con, run))
+
+
+# The run's numeric keys under no canonical metric (run_hash first: history is clustered by it), for a report to name
+# the ones that may be the task's score when no rule has one to read.
+_UNREAD_KEYS = (
+    "select distinct h.key from history as h where h.run_hash = md5_number_upper($run) and h.run_key = $run "
+    "and isfinite(h.value) and h.key not in (select m.source_key from metrics as m where m.run_key = $run "
+    "and m.source_key is not null) order by h.key"
+)
 
 
 def _json(value):

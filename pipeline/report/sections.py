@@ -6,6 +6,7 @@ stands among its peers."""
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime
 from typing import cast
 
@@ -337,6 +338,17 @@ def not_judged(data: RunData, rules) -> list[dict]:
                     "why": f"NaN or infinite at step {at}: left out of trends and plots{judged}",
                 }
             )
+    if "task_score" not in logged and (scores := score_like_keys(data)):
+        shown = ", ".join(scores[:5]) + (f" and {len(scores) - 5} more" if len(scores) > 5 else "")
+        out.append(
+            {
+                "what": "the task metric",
+                "why": f"the run logs {shown}, which no rule reads: if {'it' if len(scores) == 1 else 'one'} scores "
+                f"the task (an evaluation accuracy, a success rate), map it in grpolens.yaml (`aliases: "
+                f"{{{scores[0]}: task_score}}`) and refresh, and reward_hacking, the evaluation section and sweeps "
+                "judge the run on it",
+            }
+        )
     if (value := constant_kl(data)) is not None:
         out.append(
             {
@@ -365,6 +377,23 @@ def unfinished(run: dict, rules) -> str:
                 f"stopped, or they were copied while it ran); this report covers steps up to {last}"
             )
     return f"the run is still being written (state running); this report covers steps up to {last}"
+
+
+# a key whose last part names a score of the task's answers (not a reward term, which reward_components reads)
+_SCORE_KEY = re.compile(
+    r"(^|[/_.\-])(acc|accuracy|score|success|solved?|pass(@\d+)?|correct(ness)?|win_?rate)($|[/_.\-])"
+)
+
+
+def score_like_keys(data: RunData) -> list[str]:
+    """The run's keys under no canonical metric that may be the task's score (accuracy, success rate, pass@1),
+    for a report to name when the run has no task_score: custom trainers log their evaluation under keys the alias
+    seed cannot know, and then every rule that compares the reward with the task is silent."""
+    unread = data.tables.get("unread_keys")
+    if unread is None or not unread.height:
+        return []
+    keys = unread.get_column("key").to_list()
+    return [k for k in keys if "reward" not in k.lower() and _SCORE_KEY.search(k.rsplit("/", 1)[-1].lower())]
 
 
 def constant_kl(data: RunData) -> float | None:
