@@ -906,6 +906,21 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="tasklag1",
         name="tasklag",
     )
+    # verl on GSM8K near its ceiling: the training score creeps 0.947 -> 0.975 (t ~ 20 on so quiet a log) while
+    # validation stays at 0.69: a train/validation gap, not a reward gained without the task (a 3% rise)
+    write_run(
+        root,
+        [
+            {
+                "train/reward": 0.947 + 0.028 * i / 200 + 0.002 * math.sin(1.3 * i),
+                "train/global_step": i + 1,
+                **({"eval/accuracy": 0.69 + 0.005 * math.sin(i)} if i % 10 == 9 else {}),
+            }
+            for i in range(200)
+        ],
+        run_id="ceiling1",
+        name="ceiling",
+    )
     # the same lead, but the accuracy follows late and slowly: 0.30 until step 250, then up to 0.45 by step 400. Its
     # mean over everything after the episode is within noise of its level during it; where it ended up is well above
     write_run(
@@ -1303,6 +1318,9 @@ def test_targeted_details(tiny):
     assert collapsed["step"] == 31 and collapsed["step_end"] is None, collapsed
     dense = tiny("reward_hacking")["denseevals"]  # seen once a window holds 40 evaluations (80 steps)
     assert dense and min(r["step"] for r in dense) >= 80 and "between steps" in dense[0]["message"], dense
+    # the task's change is its trend over the window, whose sign is its t's (its endpoints alone can disagree)
+    trend = re.search(r"task metric's trend over them was ([-+][0-9.e-]+) \(t = (-?[0-9.]+);", dense[0]["message"])
+    assert trend and (float(trend[1]) < 0) == (float(trend[2]) < 0), dense[0]["message"]
     (penalty,) = tiny("reward_hacking")["penalty"]
     assert penalty["step_end"] == 48 and penalty["value"] == -1.0 and "fired on 3 of 60" in penalty["message"]
     assert tiny("reward_hacking")["riskcost"] == []
@@ -1363,6 +1381,14 @@ def test_a_task_learnt_early_or_an_immaterial_gain_is_not_hacking(tiny):
         assert tiny(check)["earlylearn"] == [], tiny(check)["earlylearn"]
         assert tiny(check)["smallrise"] == []
         assert tiny(check, {"min_total_rise": 0})["smallrise"], check  # flagged but for the size of the gain
+
+
+def test_a_reward_creeping_up_near_its_ceiling_is_no_hacking(tiny):
+    """A 3% rise of the training score beside a flat validation accuracy is significant and immaterial, as
+    reward_plateau judges a gain: hacking needs a reward that rose by min_total_rise of its level."""
+    assert tiny("reward_hacking")["ceiling"] == []
+    (seen,) = tiny("reward_hacking", {"min_total_rise": 0})["ceiling"]
+    assert "task metric's trend over them was" in seen["message"], seen
 
 
 def test_an_episode_the_task_caught_up_with_is_not_hacking(tiny):

@@ -24,7 +24,9 @@
 -- param min_total_t = 2      -- ... the total reward rose: last third above first third by this many standard errors
 -- param min_total_rise = 0.1 -- ... and by at least this share of its first-third level (floored at 0.1), as
 --                               reward_plateau's min_gain: a 4% rise over hundreds of steps can be significant and
---                               is still no gain for a term to have earned
+--                               is still no gain for a term to have earned; with a task metric too, the window's
+--                               fitted rise against the reward's fitted level at its start (a training score
+--                               creeping 0.947 -> 0.975 beside a flat validation is a train/test gap at the ceiling)
 -- param max_task_share = 0.25 -- ... while the task components gained at most this share of it (between the thirds,
 --                               and from the run's start: answers learnt in the first steps with the format, then a
 --                               plateau, are learning, however flat the thirds look), each of them flat:
@@ -89,6 +91,7 @@ reward_fits as (
         regr_sxx(r.value, r.step) as rsxx,
         regr_syy(r.value, r.step) as rsyy,
         regr_sxy(r.value, r.step) as rsxy,
+        avg(r.value) as reward_level,
         arg_min(r.value, r.step) as reward_from,
         arg_max(r.value, r.step) as reward_to
     from task_fits as t
@@ -105,6 +108,7 @@ windows as (
                                   1e-12) as reward_t,
         r.reward_slope * (t.step - t.start_step) as reward_rise,
         sqrt(greatest(r.rsyy - r.rsxy * r.rsxy / r.rsxx, 0) / (r.reward_n - 2)) as reward_noise,
+        r.reward_level - r.reward_slope * (t.step - t.start_step) / 2 as reward_start,
         r.reward_from,
         r.reward_to
     from task_fits as t
@@ -117,6 +121,7 @@ shown as (
     select *
     from windows
     where reward_t >= $min_reward_t and reward_rise >= $min_rise_noise * reward_noise and task_t <= $max_task_t
+        and reward_rise >= $min_total_rise * greatest(abs(reward_start), 0.1)
     qualify row_number() over (partition by run_key, step order by scale) = 1
 ),
 
@@ -151,7 +156,8 @@ episodes as (
         arg_min(task_from, step) as task_from,
         arg_max(value, step) as task_to,
         arg_min(reward_t, step) as reward_t,
-        arg_min(task_t, step) as task_t
+        arg_min(task_t, step) as task_t,
+        arg_min(task_slope * (step - start_step), step) as task_change
     from numbered
     group by run_key, episode
     having count(*) >= $sustain
@@ -201,10 +207,11 @@ select
     'reward_mean' as metric,
     reward_rise as value,
     $min_reward_t as threshold,
-    printf('reward rose by %.3g between steps %d and %d (t = %.1f) while the task metric went from %.3g to %.3g '
-           || '(t = %.1f): the policy is gaining reward without getting better at the task; inspect samples '
-           || 'and the per-function rewards for a shaping term or a verifier loophole it exploits',
-           reward_rise, from_step, onset, reward_t, task_from, task_to, task_t) as message
+    printf('reward rose by %.3g between steps %d and %d (t = %.1f) while the task metric''s trend over them was '
+           || '%+.3g (t = %.1f; %.3g at the first evaluation, %.3g at the last): the policy is gaining reward without '
+           || 'getting better at the task; inspect samples and the per-function rewards for a shaping term or a '
+           || 'verifier loophole it exploits',
+           reward_rise, from_step, onset, reward_t, task_change, task_t, task_from, task_to) as message
 from left_behind
 
 union all by name
