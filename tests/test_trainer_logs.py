@@ -734,6 +734,166 @@ def test_a_log_numbered_by_ordinal_before_bars_were_read_keeps_its_numbering(tmp
     assert {step: row["loss"][3] for step, row in got.items() if row["loss"][8] > 1} == {2: 0.4}
 
 
+def _launch(total: int, body: str) -> str:
+    """One `python train_grpo.py` as it lands in a console log captured with `tee -a`: the command, Unsloth's
+    banner, then what the training printed."""
+    return (
+        f"CUDA_VISIBLE_DEVICES=2 python train_grpo.py --max-steps {total}\n"
+        "==((====))==  Unsloth - 2x faster free finetuning | Num GPUs used = 1\n"
+        f"   \\\\   /|    Num examples = 33 | Num Epochs = 1 | Total steps = {total}\n"
+        f"  0%|          | 0/{total} [00:00<?, ?it/s]\n" + body
+    )
+
+
+TRL_STEP = "{{'loss': 0.0, 'grad_norm': {g}, 'learning_rate': {lr}, 'num_tokens': {t}.0, 'epoch': {e}}}\n"
+TRL_END = "{{'train_runtime': {s}, 'train_samples_per_second': 0.6, 'train_loss': -3.4e-09, 'epoch': {e}}}\n"
+# Two trainings appended to one log: the first numbered by its dicts' order, evaluated after its end; the second's
+# dicts follow its bar's count, logging every 2 steps; a third that died before its end-of-training dict.
+TWO_LAUNCHES = _launch(
+    3,
+    TRL_STEP.format(g="nan", lr=5e-06, t=28777, e=0.1)
+    + "Unsloth: Will smartly offload gradients to save VRAM!\n"
+    + TRL_STEP.format(g="nan", lr=2.5e-06, t=58767, e=0.2)
+    + TRL_STEP.format(g=0.3, lr=2.8e-07, t=85501, e=0.3)
+    + TRL_END.format(s=1021.5975, e=0.3)
+    + "100%|##########| 3/3 [17:01<00:00, 51.08s/it]\n"
+    + "{'eval_loss': 0.7, 'eval_runtime': 1.5, 'epoch': 0.3}\n"  # trainer.evaluate() after trainer.train()
+    + "[INFO] GRPO done; saving LoRA to outputs/grpo_lora\n\n",
+) + _launch(
+    4,
+    " 50%|#####     | 2/4 [00:10<00:10, 5.0s/it]"
+    + TRL_STEP.format(g=0.45, lr=0.0, t=1558, e=0.5)
+    + "100%|##########| 4/4 [00:20<00:00, 5.0s/it]"
+    + TRL_STEP.format(g=0.21, lr=1.1e-07, t=3116, e=1.0)
+    + TRL_END.format(s=798.1488, e=1.0),
+)
+CRASHED_LAUNCH = _launch(
+    50, TRL_STEP.format(g=0.5, lr=1e-06, t=900, e=0.02) + "torch.OutOfMemoryError: CUDA out of memory.\n"
+)
+
+
+def test_a_training_appended_after_another_ends_is_a_run_of_its_own(tmp_path):
+    """A console log that a second `python train_grpo.py` appended to after the first printed its end-of-training
+    dict: read as one run, its steps went 1…20 then 21…47, and every trend, onset and plot mixed two trainings
+    (learning rate from 2.8e-07 to 0 and num_tokens from 139436 to 1558 between "steps" 20 and 21). Each launch is
+    a run of its own, with its own steps, step source and state; an evaluation printed after the end stays with
+    the training it evaluated. A config file beside the log is one launch's at most, which one nobody can tell: as
+    beside several runs' logs, it configures none of them."""
+    log = tmp_path / "job" / "train_grpo.log"
+    log.parent.mkdir()
+    log.write_text(TWO_LAUNCHES + CRASHED_LAUNCH)
+    (log.parent / "config.json").write_text('{"max_steps": 50, "learning_rate": 5e-06}')
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [log])
+    assert report.issues == []
+    first, second, third = (run_of(lake_root, name) for name in ("train_grpo", "train_grpo #2", "train_grpo #3"))
+    assert len(runs(lake_root)) == 3 and len({first["run_key"], second["run_key"], third["run_key"]}) == 3
+    assert {r["project"] for r in (first, second, third)} == {"job"}
+    assert [n for n in report.notes if "new training" in n] == [
+        f"{log}: a new training begins at byte {log.read_text().index(start)}, after the end-of-training dict of the "
+        f"one before: read as run {run['name']!r} ({run['run_key']})"
+        for start, run in ((" 50%|", second), ("{'loss': 0.0, 'grad_norm': 0.5", third))
+    ]
+    assert any(n.startswith(f"{log.parent / 'config.json'} is beside the logs of 3 runs") for n in report.notes)
+
+    def got(run: dict) -> dict:
+        return {s: {k: v[3] for k, v in row.items()} for s, row in values_by_step(lake_root, run["run_key"]).items()}
+
+    lr_tokens = {
+        run["name"]: {s: (row.get("learning_rate"), row.get("num_tokens")) for s, row in got(run).items()}
+        for run in (first, second, third)
+    }
+    assert lr_tokens == {
+        "train_grpo": {1: (5e-06, 28777), 2: (2.5e-06, 58767), 3: (2.8e-07, 85501), 4: (None, None)},
+        "train_grpo #2": {2: (0.0, 1558), 4: (1.1e-07, 3116)},
+        "train_grpo #3": {1: (1e-06, 900)},
+    }
+    assert math.isnan(got(first)[1]["grad_norm"]) and got(first)[4] == {
+        "eval_loss": 0.7,
+        "eval_runtime": 1.5,
+        "epoch": 0.3,
+    }
+    assert [r["state"] for r in (first, second, third)] == ["finished", "finished", "unknown"]
+    assert [json.loads(r["summary"]).get("train_runtime") for r in (first, second, third)] == [
+        1021.5975,
+        798.1488,
+        None,
+    ]
+    assert [json.loads(r["config"]) for r in (first, second, third)] == [
+        {"step_source": "ordinal"},
+        {"step_source": "progress_bar"},
+        {"step_source": "ordinal"},
+    ]
+    assert [(r["last_step"], r["history_rows"]) for r in (first, second, third)] == [(4, 4), (4, 2), (1, 1)]
+
+
+def _lake_rows(lake_root: Path) -> tuple[set, dict]:
+    """What a reader of the lake sees of trainer logs: each run's newest row (without when it was written), and the
+    history rows staging keeps (those from its reload point on), without which ingest wrote them."""
+    latest = runs(lake_root)
+    kept = {
+        (row[0], row[1], row[2], "nan" if same(row[3], math.nan) else row[3], *row[4:7], row[9])  # NaN == NaN here
+        for row in history(lake_root)
+        if row[8] >= (latest[row[0]]["history_from_ingest"] or 0)
+    }
+    skip = {"ingest_id", "ingested_at", "heartbeat_at", "history_from_ingest"}
+    return kept, {key: {k: v for k, v in run.items() if k not in skip} for key, run in latest.items()}
+
+
+def test_a_log_read_across_the_start_of_its_next_launch_reads_as_one_whole_read(tmp_path):
+    """The cursor remembers which launch the file is in: read in two ingests, cut anywhere (between the first
+    training's end and the second's first dict, inside a line), a log gives the runs and rows one read gives; the
+    second launch is finished only once its own end-of-training dict came. A file rewritten shorter starts over from
+    its first launch, and the launch it no longer holds keeps no rows."""
+    text = TWO_LAUNCHES
+    whole_lake = tmp_path / "whole"
+    log = tmp_path / "job" / "train_grpo.log"
+    log.parent.mkdir()
+    log.write_text(text)
+    trainer_logs.ingest(whole_lake, [log])
+    whole = _lake_rows(whole_lake)
+    assert len(whole[1]) == 2 and len(whole[0]) == 5 * 5 + 3
+    ends = [n + 1 for n, char in enumerate(text) if char == "\n"]
+    cuts = sorted({*ends, *(end - 9 for end in ends)} - {len(text)})
+    for cut in cuts:
+        lake_root = tmp_path / f"cut-{cut}"
+        log.write_text(text[:cut])
+        trainer_logs.ingest(lake_root, [log])
+        with open(log, "a") as fh:
+            fh.write(text[cut:])
+        assert trainer_logs.ingest(lake_root, [log]).issues == []
+        assert _lake_rows(lake_root) == whole, f"cut at byte {cut}: {text[:cut][-60:]!r}"
+
+    boundary = text.index(" 50%|")  # the second launch's first dict, its end-of-training dict not written yet
+    lake_root = tmp_path / "live"
+    log.write_text(text[: text.index("{'train_runtime': 798")])
+    trainer_logs.ingest(lake_root, [log])
+    assert run_of(lake_root, "train_grpo")["state"] == "finished"
+    assert run_of(lake_root, "train_grpo #2")["state"] == "unknown"
+    with open(log, "a") as fh:
+        fh.write(text[text.index("{'train_runtime': 798") :])
+    trainer_logs.ingest(lake_root, [log])
+    assert _lake_rows(lake_root) == whole
+
+    log.write_text(
+        text[:boundary].replace("'learning_rate': 5e-06", "'learning_rate': 6e-06")
+    )  # rewritten: the first launch alone, one value changed
+    report = trainer_logs.ingest(lake_root, [log])
+    assert any("reading it again from the start" in note for note in report.notes)
+    kept, latest = _lake_rows(lake_root)
+    first, second = run_of(lake_root, "train_grpo"), run_of(lake_root, "train_grpo #2")
+    assert {row[1:4] for row in kept if row[0] == first["run_key"] and row[2] == "learning_rate"} == {
+        (1, "learning_rate", 6e-06),
+        (2, "learning_rate", 2.5e-06),
+        (3, "learning_rate", 2.8e-07),
+    }
+    assert first["state"] == "finished" and first["history_rows"] == 4
+    assert not [row for row in kept if row[0] == second["run_key"]] and second["history_rows"] == 0
+    log.write_text(text)  # and the second launch appended again
+    trainer_logs.ingest(lake_root, [log])
+    assert _lake_rows(lake_root) == whole
+
+
 def test_verl_console_wrappers_noise_and_a_cut_line(tmp_path):
     head = "step:3 - actor/entropy:np.float64(0.25) - num_turns/max:np.int32(16) - perf/x:np.int64(7)"
     filler = " - " + " - ".join(f"val-aux/k{i}:np.float64(0.{i:04d})" for i in range(200))

@@ -266,14 +266,20 @@ def _project(folder: Path) -> str:
     return folder.name or DEFAULT_PROJECT
 
 
-def log_identity(path: Path) -> tuple[str, str]:
-    """(project, name) of a JSONL or console log's run."""
+def log_identity(path: Path, launch: int = 1) -> tuple[str, str, str]:
+    """(project, run_id, name) of a JSONL or console log's run. ``launch``: which training appended to the file the
+    run is (a console log holding a second ``python train.py`` after the first one's end): the second is
+    ``<name> #2``, its identity the file's path and that number, so each launch is a run of its own."""
     folder = path.parent
     if folder.name == "files" and _WANDB_RUN.match(folder.parent.name):
         folder = folder.parent  # a W&B run folder's files/output.log belongs to the run folder
     if path.stem.lower() in GENERIC_STEMS:
-        return _project(folder.parent), folder.name or path.stem
-    return _project(folder), path.stem
+        project, name = _project(folder.parent), folder.name or path.stem
+    else:
+        project, name = _project(folder), path.stem
+    if launch == 1:
+        return project, run_id_for(str(path)), name
+    return project, run_id_for(f"{path} #{launch}"), f"{name} #{launch}"
 
 
 @dataclass

@@ -35,7 +35,11 @@ Formats, and why each is read the way it is:
   ``step`` if it has one, else the count of the train progress bar drawn before it on its line (TRL's console:
   ``5/100 [26:14<…]{'loss': …}`` is step 5; ``step_source: "progress_bar"``, _bar_step), else, in a log whose first
   dict has no such count, the line's 1-based ordinal among the file's dict lines, and the run's config then says
-  ``step_source: "ordinal"`` so nobody mistakes it for the trainer step.
+  ``step_source: "ordinal"`` so nobody mistakes it for the trainer step. The end-of-training dict
+  (``{'train_runtime': …, 'train_loss': …}``) is the run's summary, not a step. A dict after it, unless an
+  evaluation's (``trainer.evaluate()`` after ``trainer.train()``), is a new launch: a second ``python train.py``
+  appended to the same file, a run of its own (``<name> #2``, see Identity) whose steps, step source and bar count
+  from its own first dict, as the file's first launch's do; the ingest's notes say at which byte it began.
   ``console_verl``: ``step:N - key:value - ...`` with ``np.float64(...)``/``np.int32(...)``/``tensor(...)`` wrappers.
   W&B's console capture cuts lines at 4096 characters: a pair is kept only when `` - `` follows it, or when it ends a
   line that ended with a newline and is shorter than 4096 characters.
@@ -63,7 +67,10 @@ anticipated (a step beyond 64 bits, 5,000-deep JSON, a section of an unexpected 
 
 Identity. ``run_key = trainer_log:local/<project>/<run_id>``, ``run_id`` a short hash of the run's identity path
 (realpath), so two folders with the same name never collide. The identity of a ``trainer_state.json`` run is its
-output folder; that of a JSONL or console log is the file itself (several logs side by side are several runs). The
+output folder; that of a JSONL or console log is the file itself (several logs side by side are several runs), and
+for the n-th launch appended to a console log, the file and ``#n``, named ``<name> #n``; the cursor keeps the runs
+of the file's earlier launches (``launches``), so a later ingest carries on in the current one and a rewritten or
+shrunk file starts over from its first. The
 run is named after its folder when the file's name says nothing (``output.log``, ``metrics.jsonl``...; a W&B run's
 ``files/`` folder is skipped), else after the file's stem; ``project`` is the name of the folder above.
 
@@ -71,15 +78,18 @@ Config. A ``trainer_state.json`` run's config is the state's keys that configure
 ``num_train_epochs``, ``train_batch_size``, ``logging_steps``…), not what training produced (STATE_BOOKKEEPING). A
 JSONL or console log's run takes the config file saved beside it (``config.json``, else ``config.yaml`` or
 ``config.yml``: the Tinker cookbook, W&B's ``files/``, OmegaConf; trainer_log_runs.load_config), nested as written
-(W&B's ``{desc, value}`` wrapping taken off), when the logs in that folder are that one run's: beside several runs a
-config configures none of them for sure, and it is said. A config file is read again when its size or mtime changes
-(one stat per ingest); one that cannot be read is an ``ingest_issues`` row (the run keeps the config read before),
-never fatal; a model's own ``config.json`` (``save_pretrained``'s) is not a run's config. What the log itself says
-of the run (``step_source``, a JSONL log's config record) wins over the file's key of the same name.
+(W&B's ``{desc, value}`` wrapping taken off), when the logs in that folder are that one run's: beside several runs (a
+console log of several launches included) a config configures none of them for sure, and it is said. A config
+file is read again when its size or mtime changes (one stat per ingest); one that cannot be read is an
+``ingest_issues`` row (the run keeps the config read before), never fatal; a model's own ``config.json``
+(``save_pretrained``'s) is not a run's config. What the log itself says of the run (``step_source``, a JSONL log's
+config record) wins over the file's key of the same name.
 
 State. ``trainer_state``: ``finished`` when ``global_step`` reached ``max_steps`` (or the Trainer recorded
 ``should_training_stop``), else ``running``. A JSONL or console log cannot tell a finished run from a crashed or a
-live one: its state is ``unknown``; ``heartbeat_at`` is the file's mtime, the last time the trainer wrote to it.
+live one: its state is ``unknown``, except a ``console_trl`` launch that printed its end-of-training dict
+(``finished``: a launch before another always is, the last one only once its own came); ``heartbeat_at`` is the
+file's mtime, the last time the trainer wrote to it.
 """
 
 from __future__ import annotations
@@ -344,8 +354,10 @@ class TrainerLogIngest:
         file went away, or went to no run, loses it."""
         runs_in: dict[str, set[str]] = {}
         for path, _kind in found.logs:
-            if run_key := (cursors.get(str(path)) or {}).get("run_key"):
-                runs_in.setdefault(os.path.dirname(path), set()).add(run_key)
+            # a console log of two launches is two runs: a config beside it configures neither for sure
+            for run_key in _log_runs(cursors.get(str(path)) or {"run_key": None}):
+                if run_key:
+                    runs_in.setdefault(os.path.dirname(path), set()).add(run_key)
         present = {str(path) for path in found.configs.values()}
         for gone in [p for p in config_cursors if p not in present]:
             self._give_config(config_cursors.pop(gone).get("run_key"), {})
@@ -557,8 +569,9 @@ class TrainerLogIngest:
             self.report.issues.append(FileIssue(str(path), end, 0, "unreadable", str(exc)))
             return None
         self.report.files_read += 1
-        if cursor["run_key"] in self.touched:
-            self.touched[cursor["run_key"]].touch(path, mtime_ns)
+        for run_key in _log_runs(cursor):
+            if run_key in self.touched:
+                self.touched[run_key].touch(path, mtime_ns)
         if kind == "console" and cursor["format"] is None and cursor["offset"] == 0 and end > 0:
             self.report.notes.append(
                 f"{path}: no metric line found (read as a console log: a TRL/HF dict per line, verl's "
@@ -568,20 +581,23 @@ class TrainerLogIngest:
         return cursor
 
     def _restart(self, cursor: dict, why: str) -> None:
-        """Read a log again from its start: its run's values from earlier ingests are superseded (staging keeps
-        this source's rows of the run from this ingest on), so steps the new content lacks do not linger."""
+        """Read a log again from its start, and from its first launch: the values of its runs from earlier ingests
+        are superseded (staging keeps this source's rows of a run from this ingest on), so steps the new content
+        lacks do not linger, and whether a launch finished is what the new content says."""
         self.report.notes.append(f"{why}; reading it again from the start")
-        cursor.update(offset=0, format=None, ordinal=0, kv=None, bar=None)
-        if cursor["run_key"] in self.runs or cursor["run_key"] in self.touched:
-            info = self._run(cursor["run_key"])
-            info.reset_history()
-            info.history_from_ingest = self.buffer.ingest_id
+        runs = _log_runs(cursor)
+        cursor.update(offset=0, format=None, ordinal=0, kv=None, bar=None, run_key=runs[0], launches=[])
+        for run_key in runs:
+            if run_key is not None and (run_key in self.runs or run_key in self.touched):
+                info = self._run(run_key)
+                info.reset_history()
+                info.state = "unknown"
+                info.history_from_ingest = self.buffer.ingest_id
 
     def _log_run(self, path: Path, cursor: dict, origin: str) -> RunInfo:
         if cursor["run_key"] in self.touched:
             return self.touched[cursor["run_key"]]
-        project, name = log_identity(path)
-        run_id = run_id_for(str(path))
+        project, run_id, name = log_identity(path, len(cursor.get("launches") or []) + 1)
         cursor["run_key"] = cursor["run_key"] or run_key_for(project, run_id)
         info = self._run(cursor["run_key"], project=project, run_id=run_id, name=name, origin=origin)
         info.origin = origin
@@ -615,17 +631,17 @@ class TrainerLogIngest:
         """One of the HF Trainer's printed log dicts: at its `step`, else at the step its progress bar counted on its
         line (``before`` it: _bar_step), else at its ordinal among the file's dicts. The end-of-training dict
         (`train_runtime`, `train_loss`, and what the trainer averaged since its last log) is no step: it goes to the
-        run's summary and says the training finished."""
+        run's summary and says the training finished. A dict after it is a new launch (_new_launch), unless it is an
+        evaluation's (``trainer.evaluate()`` after ``trainer.train()``), which belongs to the training it evaluated."""
         cursor["format"] = "console_trl"
+        if self._log_run(path, cursor, "console_trl").state == "finished" and not _evaluation(values):
+            self._new_launch(path, offset, cursor)
+        info = self._log_run(path, cursor, "console_trl")
         if "train_runtime" in values and "step" not in values:
-            info = self._log_run(path, cursor, "console_trl")
             info.summary.update(values)
             info.state = "finished"
             return
         cursor["ordinal"] += 1
-        info = self._log_run(path, cursor, "console_trl")
-        if info.state == "finished":  # a second training in the same log (SFT, then GRPO)
-            info.state = "unknown"
         step = integral(values.get("step"))
         if step is not None:
             del values["step"]
@@ -640,6 +656,21 @@ class TrainerLogIngest:
             step = cursor["ordinal"]
             info.config["step_source"] = "ordinal"
         self._emit(info, step, None, offset, values)
+
+    def _new_launch(self, path: Path, offset: int, cursor: dict) -> None:
+        """A training that starts after the end of the one before in the same console log: a second ``python
+        train.py`` appended to the file (``tee -a``, a shell's capture). Read as part of the first, its steps
+        started over mid-run, and every trend, onset and plot mixed two trainings; it is a run of its own
+        (log_identity's ``<name> #2``), numbered, configured and finished on its own. The cursor keeps the earlier
+        launches' runs (``launches``), so a later ingest carries on in this one and a restart goes back to the
+        first."""
+        cursor["launches"] = [*(cursor.get("launches") or []), cursor["run_key"]]
+        cursor.update(run_key=None, ordinal=0, bar=None)
+        info = self._log_run(path, cursor, "console_trl")
+        self.report.notes.append(
+            f"{path}: a new training begins at byte {offset}, after the end-of-training dict of the one before: "
+            f"read as run {info.name!r} ({info.run_key})"
+        )
 
     def _dict_not_read(self, path: Path, wrap: list, why: str) -> None:
         """The start of a printed dict that never came whole: a metric dict is an issue, never silently lost (a
@@ -731,7 +762,7 @@ def _bar_step(cursor: dict, values: dict, before: str) -> int | None:
     count the bar showed last (``seen``), an eval dict (``eval_*`` keys) at the step it evaluated. A train dict the
     bar has not moved for since the one before (a redraw lost) is one logging interval after it: the Trainer logs
     a step once."""
-    evaluation = any(key.startswith("eval_") for key in values)
+    evaluation = _evaluation(values)
     counts = bar_counts(before) if "/" in before else []
     if cursor.get("bar") is None:
         if evaluation:
@@ -753,6 +784,16 @@ def _bar_step(cursor: dict, values: dict, before: str) -> int | None:
         bar["interval"] = step - last
     bar["step"] = step
     return step
+
+
+def _evaluation(values: dict) -> bool:
+    """Whether a printed dict is an evaluation's (the Trainer prefixes its metrics ``eval_``), not a train step's."""
+    return any(key.startswith("eval_") for key in values)
+
+
+def _log_runs(cursor: dict) -> list[str | None]:
+    """The runs a log's cursor has read into: each launch's, the first first (the last is the current one)."""
+    return [*(cursor.get("launches") or []), cursor["run_key"]]
 
 
 def _kv_step(state: dict, line: KvLine) -> int:
