@@ -528,9 +528,9 @@ def test_trl_console_noise_is_ignored(tmp_path):
     assert got[2]["reward"][3] == -math.inf and got[2]["grad_norm"][3] == math.inf
     assert got[2]["completion_length"][4] == 120
     assert json.loads(run["summary"])["train_runtime"] == 12.5 and run["state"] == "finished"
-    # the first dict follows the train bar's `1/100`: the bar numbers the file (the next dict, with no redraw before
-    # it, is one logging interval on)
-    assert run["project"] == "job" and json.loads(run["config"]) == {"step_source": "progress_bar"}
+    # the first dict follows the train bar's `1/100`, the next one no new count: the bar does not count the dicts'
+    # steps (a buffered output's burst looks the same), so the file is numbered by its dicts' order
+    assert run["project"] == "job" and json.loads(run["config"]) == {"step_source": "ordinal"}
 
 
 def test_trl_dicts_among_progress_bar_redraws_are_read(tmp_path):
@@ -664,6 +664,42 @@ def test_a_printed_dict_is_at_the_step_its_progress_bar_counted_on_its_line(tmp_
     for step, row in got.items():  # the console rounds only the epoch
         assert {k: v[3] for k, v in row.items() if k != "epoch"} == {k: state[step][k][3] for k in row if k != "epoch"}
     assert json.loads(console["config"]) == {"step_source": "progress_bar"}
+
+
+def test_a_bar_that_runs_ahead_of_buffered_dicts_leaves_the_log_numbered_by_its_dicts(tmp_path):
+    """Standard output redirected to a file is block-buffered while tqdm writes to the unbuffered standard error:
+    the dicts of steps 5 to 30 come out in a burst after the bar counted 40 of 200, the next burst after 70. Those
+    counts are not the dicts' steps: the log is numbered by its dicts' order, none of its rows at a count, whether it
+    is read in one go or the burst that shows it arrives at a later read (which reads the file again from its start)."""
+    bar = "\r {0}%|#| {0}/200 [00:{0:02d}<01:00, 1.50s/it]"
+    first = "".join(bar.format(n) for n in range(41)) + "{'loss': 0.1, 'reward': 0.0}\n"
+    first += "".join("{'loss': 0.1, 'reward': %s}\n" % (r / 10) for r in range(1, 6))
+    second = "".join(bar.format(n) for n in range(41, 71)) + "{'loss': 0.2, 'reward': 0.6}\n"
+    second += "".join("{'loss': 0.2, 'reward': %s}\n" % (r / 10) for r in range(7, 12))
+    whole = tmp_path / "whole" / "train.log"
+    whole.parent.mkdir()
+    whole.write_text(first + second)
+    lake_root = tmp_path / "lake"
+    trainer_logs.ingest(lake_root, [whole])
+    run = run_of(lake_root, "whole")
+    assert json.loads(run["config"]) == {"step_source": "ordinal"}
+    assert sorted(values_by_step(lake_root, run["run_key"])) == list(range(1, 13))
+
+    growing = tmp_path / "growing" / "train.log"  # one dict at the bar's count, then the burst at a later read
+    growing.parent.mkdir()
+    growing.write_text("".join(bar.format(n) for n in range(6)) + "{'loss': 0.1, 'reward': 0.0}\n")
+    trainer_logs.ingest(lake_root, [growing])
+    assert sorted(values_by_step(lake_root, run_of(lake_root, "growing")["run_key"])) == [5]
+    with growing.open("a") as fh:
+        fh.write("{'loss': 0.1, 'reward': 0.1}\n" + second)
+    report = trainer_logs.ingest(lake_root, [growing])
+    assert any("does not give the steps" in note for note in report.notes), report.notes
+    again = run_of(lake_root, "growing")
+    assert json.loads(again["config"]) == {"step_source": "ordinal"} and again["history_rows"] == 8
+    rows = history(
+        lake_root, f"run_key = '{again['run_key']}' and key = 'reward' and ingest_id >= {again['history_from_ingest']}"
+    )
+    assert [r[1] for r in rows] == list(range(1, 9))  # from this read on: the count-5 row is superseded
 
 
 def test_an_eval_bar_beside_the_train_bar_never_gives_the_step(tmp_path):

@@ -33,7 +33,9 @@ Formats, and why each is read the way it is:
   one whose last piece is not written yet is read at the next ingest. The start of a metric dict (a brace and two
   numeric pairs) whose rest never comes is a ``bad_line`` issue, never lost without a word. The step is the dict's
   ``step`` if it has one, else the count of the train progress bar drawn before it on its line (TRL's console:
-  ``5/100 [26:14<…]{'loss': …}`` is step 5; ``step_source: "progress_bar"``, _bar_step), else, in a log whose first
+  ``5/100 [26:14<…]{'loss': …}`` is step 5; ``step_source: "progress_bar"``, _bar_step, while the counts keep to the
+  Trainer's logging grid: a block-buffered output prints its dicts in bursts after the bar ran ahead, and such a log
+  is numbered by ordinals from its start, bar_contradiction), else, in a log whose first
   dict has no such count, the line's 1-based ordinal among the file's dict lines, and the run's config then says
   ``step_source: "ordinal"`` so nobody mistakes it for the trainer step. The end-of-training dict
   (``{'train_runtime': …, 'train_loss': …}``) is the run's summary, not a step. A dict after it, unless an
@@ -533,7 +535,6 @@ class TrainerLogIngest:
         cursor.setdefault("bar", None if cursor["ordinal"] == 0 else {"total": 0})  # read before bars counted: ordinal
         if size < cursor["size"]:
             self._restart(cursor, f"{path} shrank from {cursor['size']} to {size} bytes")
-        read_line = self._jsonl_line if kind == "jsonl" else self._console_line
         end = cursor["offset"]
         finished = files.quiet(mtime_ns)
         try:
@@ -545,21 +546,23 @@ class TrainerLogIngest:
                     self.report.issues.append(FileIssue(str(path), 0, size, "not_text", f"not a text file: {why}"))
                     cursor.update(size=size, mtime_ns=mtime_ns, tail_waits=False)  # read again when it changes
                     return cursor
-                for offset, raw in complete_lines(fh, cursor["offset"], size, finished, kind):
-                    end = min(offset + len(raw) + 1, size)  # a quiet file's last line may have no newline
-                    self.report.records += 1
-                    try:
-                        read_line(path, offset, raw, cursor)
-                    except Exception as exc:  # one line no reader anticipated: skipped and said, never fatal
-                        self.report.issues.append(
-                            FileIssue(
-                                str(path),
-                                offset,
-                                len(raw) + 1,
-                                "bad_line",
-                                f"line not usable: {type(exc).__name__}: {exc}",
-                            )
-                        )
+                if kind == "console" and not cursor.get("ordinals") and cursor["format"] in (None, "console_trl"):
+                    lines = (raw for _, raw in complete_lines(fh, cursor["offset"], size, finished, kind))
+                    if (why := bar_contradiction(lines, cursor.get("bar"))) is not None:
+                        if cursor["offset"] and (cursor.get("bar") or {}).get("total"):  # earlier reads used it
+                            self._restart(cursor, f"{path}: {why}, so its progress bar does not give the steps")
+                        cursor["ordinals"] = True
+                try:
+                    end = self._read_lines(fh, path, cursor, size, finished, kind)
+                except BarNotSteps as exc:  # the dry run above missed what the reading found: read it again
+                    self._restart(
+                        cursor,
+                        f"{path}: {exc}, so its progress bar does not give the steps (its output "
+                        "was buffered?): its dicts are numbered in the order printed",
+                    )
+                    cursor["ordinals"] = True
+                    cursor.pop("wrap", None)
+                    end = self._read_lines(fh, path, cursor, size, finished, kind)
                 if (wrap := cursor.pop("wrap", None)) is not None and finished:  # its last piece will not come
                     self._dict_not_read(path, wrap, "the file ends before it does")
                 elif wrap is not None:  # its last piece is not written yet
@@ -579,6 +582,29 @@ class TrainerLogIngest:
             )
         cursor.update(offset=end, size=size, mtime_ns=mtime_ns, tail_waits=end < size and not finished)
         return cursor
+
+    def _read_lines(self, fh, path: Path, cursor: dict, size: int, finished: bool, kind: str) -> int:
+        """Read a log's complete lines from its cursor's offset; returns the offset read up to."""
+        read_line = self._jsonl_line if kind == "jsonl" else self._console_line
+        end = cursor["offset"]
+        for offset, raw in complete_lines(fh, cursor["offset"], size, finished, kind):
+            end = min(offset + len(raw) + 1, size)  # a quiet file's last line may have no newline
+            self.report.records += 1
+            try:
+                read_line(path, offset, raw, cursor)
+            except BarNotSteps:
+                raise
+            except Exception as exc:  # one line no reader anticipated: skipped and said, never fatal
+                self.report.issues.append(
+                    FileIssue(
+                        str(path),
+                        offset,
+                        len(raw) + 1,
+                        "bad_line",
+                        f"line not usable: {type(exc).__name__}: {exc}",
+                    )
+                )
+        return end
 
     def _restart(self, cursor: dict, why: str) -> None:
         """Read a log again from its start, and from its first launch: the values of its runs from earlier ingests
@@ -749,6 +775,42 @@ def _unwrapped(cursor: dict, line: str) -> tuple[int, dict | None] | None:
     return None
 
 
+class BarNotSteps(Exception):
+    """The progress bar's counts are not the printed dicts' steps: the log is read again by its dicts' ordinals."""
+
+
+def bar_contradiction(lines: Iterable[bytes], bar: dict | None) -> str | None:
+    """A dry run of _bar_step over a console log's new lines, before any of their rows is written: why the progress
+    bar's counts are not its dicts' steps (a block-buffered standard output prints dicts in bursts, long after the bar
+    counted their steps), or None when they are (or no bar numbers the log). A row written at a count and then
+    renumbered by its ordinal would stay in the lake at both steps; so the log is numbered by ordinals from the
+    start. It parses the new dict lines a second time, once per read: console logs are small next to what a read
+    costs them otherwise."""
+    cursor: dict = {"bar": json.loads(json.dumps(bar)) if bar is not None else None}
+    for raw in lines:
+        whole = raw.decode("utf-8", errors="replace").rstrip("\r")
+        line = whole.rsplit("\r", 1)[-1]
+        if "\x1b" in line or line.startswith("("):
+            line = _RAY_TAG.sub("", _ANSI.sub("", line))
+        values, before = None, ""
+        if line.startswith("{"):
+            values, before = dict_line(line.rstrip()), whole[: whole.rfind("\r")] if "\r" in whole else ""
+        elif "{" in whole and (found := embedded_dict(whole)) is not None:
+            before, values = found
+        if values is not None and "step" not in values:
+            if "train_runtime" in values:  # the end of a launch: the next one's bar decides for itself
+                cursor["bar"] = None
+                continue
+            try:
+                _bar_step(cursor, values, before)
+            except BarNotSteps as exc:
+                return str(exc)
+        tally = cursor.get("bar")
+        if tally and tally["total"] and "/" in whole:
+            tally["seen"] = next((n for n, t in reversed(bar_counts(whole)) if t == tally["total"]), tally["seen"])
+    return None
+
+
 def _bar_step(cursor: dict, values: dict, before: str) -> int | None:
     """The trainer's step of a printed dict without one, from the tqdm counter drawn before it: the Trainer's bar
     counts optimizer steps out of max_steps and is redrawn right before each log is printed, so
@@ -756,32 +818,44 @@ def _bar_step(cursor: dict, values: dict, before: str) -> int | None:
     before it on its line numbers the file by its bar (``cursor["bar"]["total"]`` = that bar's total); none leaves
     the file numbered by its dicts' ordinals, as before (total 0, and the answer None). Other bars (an evaluation's
     ``25/25``, vLLM's ``Processed prompts``) have other totals and are passed over; a train dict whose line shows
-    only another total is a new training in the same log, whose bar counts from then on.
+    only another total is a new training in the same log, whose bar counts from then on. An eval dict (``eval_*``
+    keys) is at the count the bar showed last (``seen``): the step it evaluated, and so is a train dict printed a
+    line or more after the bar's redraw (something was printed between them).
 
-    A dict without the bar's count on its line (something was printed between the redraw and the dict) is at the
-    count the bar showed last (``seen``), an eval dict (``eval_*`` keys) at the step it evaluated. A train dict the
-    bar has not moved for since the one before (a redraw lost) is one logging interval after it: the Trainer logs
-    a step once."""
+    The counts are the steps only while the train dicts' counts keep to the Trainer's logging grid (the first
+    interval may differ: ``logging_first_step``; the last may be shorter when it ends at the bar's total). Standard
+    output redirected to a file is block-buffered while tqdm writes to the unbuffered standard error, so a capture
+    can print six dicts in a row after the bar reached 40 of 200 although they logged steps 5 to 30: then
+    BarNotSteps, and the file is read again by its ordinals (evenly spaced, if not the trainer's numbers)."""
+    if cursor.get("ordinals"):  # a bar found not to count the steps, in any launch of the file
+        return None
     evaluation = _evaluation(values)
     counts = bar_counts(before) if "/" in before else []
     if cursor.get("bar") is None:
         if evaluation:
             return None
         total = counts[-1][1] if counts else 0
-        cursor["bar"] = {"total": total, "step": None, "seen": None, "interval": 1, "epoch": None}
+        cursor["bar"] = {"total": total, "step": None, "seen": None, "grid": None, "gaps": 0, "epoch": None}
     bar = cursor["bar"]
     if not bar["total"]:
         return None
     steps = [n for n, total in counts if total == bar["total"]]
     if not steps and counts and not evaluation:
         bar["total"], steps = counts[-1][1], [counts[-1][0]]
-    step, last = steps[-1] if steps else bar["seen"], bar["step"]  # last: the step of the file's last train dict
+    last = bar["step"]  # the step of the file's last train dict
     if evaluation:
-        return step if step is not None else last
-    if step is None or (not steps and last is not None and step <= last):
-        step = (last or 0) + bar["interval"]
-    if last is not None and step > last:
-        bar["interval"] = step - last
+        return steps[-1] if steps else bar["seen"] if bar["seen"] is not None else last
+    step = steps[-1] if steps else bar["seen"]  # printed a line or more after the bar's redraw: at that count
+    if step is None:
+        raise BarNotSteps("a train dict with no count of the bar before it")
+    if last is not None:
+        gap = step - last
+        bar["gaps"] += 1
+        if bar["gaps"] == 2:
+            bar["grid"] = gap
+        on_grid = gap > 0 and (bar["gaps"] == 1 or gap == bar["grid"] or (gap < bar["grid"] and step == bar["total"]))
+        if not on_grid:
+            raise BarNotSteps(f"the bar counted {last} and then {step} for two train dicts in a row")
     bar["step"] = step
     return step
 
