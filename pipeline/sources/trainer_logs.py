@@ -713,9 +713,7 @@ class TrainerLogIngest:
             bar["seen"] = next((n for n, total in reversed(bar_counts(whole)) if total == bar["total"]), bar["seen"])
 
     def _console_text(self, path: Path, offset: int, whole: str, cursor: dict) -> None:
-        line = whole.rsplit("\r", 1)[-1]  # what a terminal shows after tqdm's carriage returns
-        if "\x1b" in line or line.startswith("("):
-            line = _RAY_TAG.sub("", _ANSI.sub("", line))
+        line = _on_screen(whole)
         fmt = cursor["format"]
         if (pending := cursor.get("wrap")) is not None and fmt in (None, "console_trl"):
             joined = _unwrapped(cursor, line)
@@ -775,6 +773,15 @@ def _unwrapped(cursor: dict, line: str) -> tuple[int, dict | None] | None:
     return None
 
 
+def _on_screen(whole: str) -> str:
+    """What a terminal shows of a captured console line: the text after tqdm's last carriage return, without colour
+    codes or the tag of the Ray process that printed it."""
+    line = whole.rsplit("\r", 1)[-1]
+    if "\x1b" in line or line.startswith("("):
+        line = _RAY_TAG.sub("", _ANSI.sub("", line))
+    return line
+
+
 class BarNotSteps(Exception):
     """The progress bar's counts are not the printed dicts' steps: the log is read again by its dicts' ordinals."""
 
@@ -789,9 +796,7 @@ def bar_contradiction(lines: Iterable[bytes], bar: dict | None) -> str | None:
     cursor: dict = {"bar": json.loads(json.dumps(bar)) if bar is not None else None}
     for raw in lines:
         whole = raw.decode("utf-8", errors="replace").rstrip("\r")
-        line = whole.rsplit("\r", 1)[-1]
-        if "\x1b" in line or line.startswith("("):
-            line = _RAY_TAG.sub("", _ANSI.sub("", line))
+        line = _on_screen(whole)
         values, before = None, ""
         if line.startswith("{"):
             values, before = dict_line(line.rstrip()), whole[: whole.rfind("\r")] if "\r" in whole else ""
