@@ -573,6 +573,11 @@ def test_the_suggested_config_is_pointed_to_only_when_there_is_one():
         "spread": 0.0,
     }
     assert "Start the next sweep from a's configuration (the suggested config below)" in _advice(effect)
+    # every run tied with the leader and no effect to follow: no configuration is the one to start from
+    doc = {"runs": [{"run": run, "config": {}, "tied_with_best": True} for run in "abc"]}
+    doc["good_bad_ugly"] = {"bad": [], "ugly": []}
+    advice = sweep_report.recommendations(doc, [])[0]
+    assert advice[0].startswith("Repeat the tied leaders (a, b, c)") and not any("Start the next" in a for a in advice)
 
 
 # ------------------------------------------------------------------------------------------ the score's interval

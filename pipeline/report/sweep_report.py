@@ -397,7 +397,7 @@ def recommendations(
         out.append(_conservative_advice(doc["runs"], rates or {}))
     if any(line.startswith("insufficient exploration") for line in bad_lines):
         out.append("Where exploration ran out: raise the sampling temperature or the generations per prompt")
-    if len(out) < 3:
+    if len(out) < 3 and (suggested or len(tied) < len(doc["runs"])):  # every run tied: no configuration is best
         below = " (the suggested config below)" if suggested else ""
         out.append(f"Start the next sweep from {best['run']}'s configuration{below}")
     if len(out) < 3 and len(doc["runs"]) < 6:
