@@ -175,8 +175,9 @@ def reward_functions(con, run_keys: list[str]) -> dict[str, dict[str, str]]:
     at every step (its others all scored 0), which is still one of the functions that run's reward adds up."""
     labels = run_lookup.labels(con)
     rows = con.execute(
-        "select run_key, regexp_extract(key, $p, 1), min(key) from history "
-        "where run_key in (select unnest($k)) and contains(key, 'rewards/') and regexp_matches(key, $p) "
+        "select run_key, regexp_extract(key, $p, 1), min(key) from history "  # run_hash: skips the others' row groups
+        "where run_hash in (select md5_number_upper(unnest($k))) and run_key in (select unnest($k)) "
+        "and contains(key, 'rewards/') and regexp_matches(key, $p) "
         "and value_type is distinct from 'bool' group by all",  # a flag under a reward's key is no reward (as there)
         {"k": run_keys, "p": REWARD_FUNCTION},
     ).fetchall()
