@@ -866,6 +866,24 @@ def _tiny_runs(root: Path, logs: Path) -> None:
                 }
             )
         write_run(root, rows, run_id=run_id, name=name)
+    # TRL, 240 steps: the answers are learnt over the first 120 steps (correctness 0.2 -> 0.45), then stay there while
+    # the format term, flat at 0.1 until then, climbs to 0.9 over the last 90: a late hack the thirds cannot see
+    # (the task rose from the first third to the last), and with the evaluation still rising, none
+    for name, run_id, evals in (("latehack", "latehck1", False), ("lateeval", "lateevl1", True)):
+        rows = []
+        for i in range(240):
+            acc = 0.2 + 0.25 * min(i, 120) / 120 + 0.01 * math.sin(2.3 * i)
+            fmt = 0.1 + 0.8 / (1 + math.exp(-(i - 190) / 10)) + 0.01 * math.sin(1.7 * i)
+            rows.append(
+                {
+                    "train/reward": fmt + acc,
+                    "train/rewards/format_reward/mean": fmt,
+                    "train/rewards/correctness_reward/mean": acc,
+                    "train/global_step": i + 1,
+                    **({"eval/accuracy": 0.2 + 0.4 * i / 240 + 0.01 * math.sin(i)} if evals and i % 5 == 4 else {}),
+                }
+            )
+        write_run(root, rows, run_id=run_id, name=name)
     # no component named for the task: a format term carries the gain beside flat tool terms (judged on those), and
     # a tool term carries it beside another (no form term: nothing to call form over task)
     for name, run_id, rising in (
@@ -1371,6 +1389,21 @@ def test_a_task_that_learnt_nothing_is_flat_however_significant_its_drift(tiny):
         assert tiny(check, {"max_task_ratio": 0})["formdrift"] == []  # the drift alone is significant
     assert tiny("reward_component_dominant")["formeval"] == []  # the evaluation says the task is being learnt
     assert tiny("reward_component_dominant", {"min_eval_t": 1e9})["formeval"]
+
+
+def test_a_term_that_takes_over_after_the_task_was_learnt_dominates_the_late_part(tiny):
+    """Generated hack-late runs (seeds 76, 81, 83) went unflagged: the task rose over the first half, so first third
+    against last third it gained, while the format term carried every bit of the reward's rise after it. The late
+    part is judged on its own, middle third against last; an evaluation still rising there says the task is being
+    learnt."""
+    (late,) = tiny("reward_component_dominant")["latehack"]
+    assert late["metric"] == "train/rewards/format_reward/mean" and 180 <= late["step"] <= 200, late
+    assert "late in the run" in late["message"], late
+    assert re.search(r"stayed flat over that part \(correctness_reward 0\.4\d* -> 0\.45\d*\)", late["message"]), late[
+        "message"
+    ]
+    assert tiny("reward_component_dominant")["lateeval"] == []
+    assert tiny("reward_component_dominant", {"min_eval_t": 1e9})["lateeval"]
 
 
 def test_a_task_learnt_early_or_an_immaterial_gain_is_not_hacking(tiny):

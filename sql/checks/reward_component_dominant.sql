@@ -23,6 +23,10 @@
 -- param min_eval_t = 2       -- a run whose task metric (task_score, its evaluation) rose by this many standard errors
 --                               from the first third of its logs to the last is learning the task: not judged (its
 --                               training prompts may have grown harder while the answers got better)
+-- A term that starts to carry the reward after the task was learnt (the task rose in the first half, then stayed
+-- flat or fell while the term climbed: a late hack) is judged the same way on the late part of the run, middle
+-- third against last third (the mart's late_* columns), with the task metric's rise over that part as the
+-- exclusion.
 -- Components and their statistics come from the reward_components mart (first third against last third of the
 -- run); which components score the task is the dbt vars task_component_pattern / form_component_pattern. A task
 -- component that is near zero with a few non-zero steps (#12 class 6) gains next to nothing: it counts as flat.
@@ -35,16 +39,32 @@ with eval_thirds as (
     where metric = 'task_score' and isfinite(value)
 ),
 
-learning as (
-    select run_key
+-- the task metric's rise into the last third, in standard errors: from the first third (the whole run) and from
+-- the middle one (its late part)
+eval_rises as (
+    select
+        run_key,
+        (avg(value) filter (where third = 3) - avg(value) filter (where third = 1))
+            / greatest(sqrt(var_samp(value) filter (where third = 3) / count(*) filter (where third = 3)
+                            + var_samp(value) filter (where third = 1) / count(*) filter (where third = 1)), 1e-12)
+            as whole_t,
+        (avg(value) filter (where third = 3) - avg(value) filter (where third = 2))
+            / greatest(sqrt(var_samp(value) filter (where third = 3) / count(*) filter (where third = 3)
+                            + var_samp(value) filter (where third = 2) / count(*) filter (where third = 2)), 1e-12)
+            as late_t
     from eval_thirds
     group by run_key
     having count(*) filter (where third = 1) >= 3
+        and count(*) filter (where third = 2) >= 3
         and count(*) filter (where third = 3) >= 3
-        and (avg(value) filter (where third = 3) - avg(value) filter (where third = 1))
-            / greatest(sqrt(var_samp(value) filter (where third = 3) / count(*) filter (where third = 3)
-                            + var_samp(value) filter (where third = 1) / count(*) filter (where third = 1)), 1e-12)
-            >= $min_eval_t
+),
+
+learning as (
+    select run_key from eval_rises where whole_t >= $min_eval_t
+),
+
+learning_late as (
+    select run_key from eval_rises where late_t >= $min_eval_t
 ),
 
 named_task as (
@@ -73,7 +93,14 @@ runs_with_task as (
         bool_and((coalesce(gain_t, 0) < $max_task_t or nonzero_points < 0.1 * points)) as task_flat,
         bool_and((coalesce(gain_t, 0) < $max_task_t or nonzero_points < 0.1 * points
             or gain <= $max_task_rise * abs(first_mean))) as task_small,
-        string_agg(printf('%s %.3g -> %.3g', component, first_mean, last_mean), ', ') as task_summary
+        string_agg(printf('%s %.3g -> %.3g', component, first_mean, last_mean), ', ') as task_summary,
+        sum(late_gain) as task_late_gain,
+        max(late_gain) as task_late_max_gain,
+        bool_and((coalesce(late_gain_t, 0) < $max_task_t or nonzero_points < 0.1 * points)) as task_late_flat,
+        bool_and((coalesce(late_gain_t, 0) < $max_task_t or nonzero_points < 0.1 * points
+            -- the middle third's centre is half as far from the last third's as the first third's: half the gain
+            or late_gain <= $max_task_rise / 2 * abs(mid_mean))) as task_late_small,
+        string_agg(printf('%s %.3g -> %.3g', component, mid_mean, last_mean), ', ') as task_late_summary
     from task_side
     group by run_key
 ),
@@ -94,6 +121,23 @@ dominant as (
         and t.task_start_gain <= $max_task_share * c.total_start_gain
         and (t.task_flat or (t.task_small and t.task_max_gain <= $max_task_ratio * c.gain))
         and c.run_key not in (select l.run_key from learning as l)
+),
+
+-- the late part: the middle third against the last, for a run the whole-run comparison did not flag
+dominant_late as (
+    select c.*, t.task_late_gain, t.task_late_summary, t.named
+    from reward_components as c
+    join runs_with_task as t using (run_key)
+    where not c.is_task
+        and (t.named or c.is_form)
+        and c.points >= $min_points
+        and c.total_late_t >= $min_total_t
+        and c.total_late_gain >= $min_total_rise * greatest(abs(c.total_mid_mean), 0.1)
+        and c.late_gain >= $min_share * c.total_late_gain
+        and t.task_late_gain <= $max_task_share * c.total_late_gain
+        and (t.task_late_flat or (t.task_late_small and t.task_late_max_gain <= $max_task_ratio * c.late_gain))
+        and c.run_key not in (select l.run_key from learning_late as l)
+        and c.run_key not in (select d.run_key from dominant as d)
 )
 
 select
@@ -112,3 +156,23 @@ select
            case when named then 'task components' else 'other components (none is named for the task)' end,
            task_summary) as message
 from dominant
+
+union all by name
+
+select
+    run_key,
+    'reward_component_dominant' as check_name,
+    'warn' as severity,
+    onset_step as step,
+    null::bigint as step_end,
+    key as metric,
+    late_gain / total_late_gain as value,
+    $min_share as threshold,
+    printf('shaping term %s carried the reward''s gain late in the run (%.3g -> %.3g from its middle third to its '
+           || 'last, %.0f%% of the total''s rise of %.3g there) from step %d while the %s stayed flat over that '
+           || 'part (%s): after the task was learnt, the reward is being earned on form; lower that term''s weight '
+           || 'or make it conditional on a correct answer', component, mid_mean, last_mean,
+           100 * late_gain / total_late_gain, total_late_gain, onset_step,
+           case when named then 'task components' else 'other components (none is named for the task)' end,
+           task_late_summary) as message
+from dominant_late

@@ -9,6 +9,10 @@
 --                   total_start_gain the same for the total. Terms learnt in the first steps (the format and the
 --                   answers together, then a plateau) mix both levels into the first third's mean, which hides
 --                   what the task gained: from the start it shows
+--   late_gain     = the last third's mean - the middle third's (mid_mean); late_gain_t, total_late_gain,
+--                   total_mid_mean and total_late_t the same for the late part of the run. A term that starts
+--                   to carry the reward after the task has been learnt (a late hack) gains little against the
+--                   first third's task level: against the middle third it shows
 --   variance_share = cov(component, total) / var(total): its share of the total's movement
 --   onset_step    = the first step whose 10-point trailing mean is past half of the component's gain
 --   last_nonzero_share = how often it still fired over the last third (0: it stopped)
@@ -95,17 +99,15 @@ stats as (
         avg(value) filter (where idx <= n / 3) as first_mean,
         avg(value) filter (where idx <= greatest(3, n / 10)) as start_mean,
         avg(value) filter (where idx > n - n / 3) as last_mean,
-        (avg(value) filter (where idx > n - n / 3) - avg(value) filter (where idx <= n / 3))
-            / nullif(sqrt(var_samp(value) filter (where idx <= n / 3) / count(*) filter (where idx <= n / 3)
-                + var_samp(value) filter (where idx > n - n / 3) / count(*) filter (where idx > n - n / 3)), 0)
-            as gain_t,
+        {{ welch_t('value', 'idx <= n / 3', 'idx > n - n / 3') }} as gain_t,
+        avg(value) filter (where idx > n / 3 and idx <= n - n / 3) as mid_mean,
+        {{ welch_t('value', 'idx > n / 3 and idx <= n - n / 3', 'idx > n - n / 3') }} as late_gain_t,
         avg(total) filter (where idx <= n / 3) as total_first_mean,
+        avg(total) filter (where idx > n / 3 and idx <= n - n / 3) as total_mid_mean,
+        {{ welch_t('total', 'idx > n / 3 and idx <= n - n / 3', 'idx > n - n / 3') }} as total_late_t,
         avg(total) filter (where idx <= greatest(3, n / 10)) as total_start_mean,
         avg(total) filter (where idx > n - n / 3) as total_last_mean,
-        (avg(total) filter (where idx > n - n / 3) - avg(total) filter (where idx <= n / 3))
-            / nullif(sqrt(var_samp(total) filter (where idx <= n / 3) / count(*) filter (where idx <= n / 3)
-                + var_samp(total) filter (where idx > n - n / 3) / count(*) filter (where idx > n - n / 3)), 0)
-            as total_t,
+        {{ welch_t('total', 'idx <= n / 3', 'idx > n - n / 3') }} as total_t,
         covar_samp(value, total) / nullif(var_samp(total), 0) as variance_share
     from paired
     group by run_key, component
@@ -153,6 +155,12 @@ final as (
         s.last_mean - s.start_mean as start_gain,
         s.total_last_mean - s.total_start_mean as total_start_gain,
         s.total_t,
+        s.mid_mean,
+        s.last_mean - s.mid_mean as late_gain,
+        s.late_gain_t,
+        s.total_mid_mean,
+        s.total_last_mean - s.total_mid_mean as total_late_gain,
+        s.total_late_t,
         s.variance_share,
         coalesce(o.onset_step, s.first_step) as onset_step
     from stats as s
