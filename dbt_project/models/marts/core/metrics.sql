@@ -21,11 +21,26 @@ user_aliases as (
 ),
 
 -- a seed alias may rescale what the trainer logs (scale, shift: Tinker's share of mixed groups is 1 - the tied share)
-aliases as (
+seed_aliases as (
     select source_key, metric, priority, coalesce(scale, 1.0) as scale, coalesce(shift, 0.0) as shift
     from {{ ref('metric_aliases') }}
     where source_key not in (select source_key from user_aliases)
-    union all
+),
+
+-- a key spelt like a canonical metric (`clip_fraction`, `task_score`) is that metric, after every alias of it: a
+-- custom trainer that names its keys after the vocabulary should not need an alias for each
+canonical_names as (
+    select distinct s.metric as source_key, s.metric, 9 as priority, 1.0::double as scale, 0.0::double as shift
+    from seed_aliases as s
+    anti join seed_aliases as named on s.metric = named.source_key
+    anti join user_aliases as u on s.metric = u.source_key
+),
+
+aliases as (
+    select * from seed_aliases
+    union all by name
+    select * from canonical_names
+    union all by name
     select source_key, metric, priority, scale, shift from user_aliases
 ),
 
