@@ -222,6 +222,7 @@ def test_runs_with_little_to_judge_get_a_report_that_says_why(tmp_path):
                 "loss": float("nan") if s % 7 == 0 else 0.1,
                 "grad_norm": float("inf") if s == 38 else 0.5,
                 "heldout/success_rate": 0.2 + 0.001 * s,  # a custom evaluation key: named, with the alias to map it
+                "val/recall@10": 0.1,  # a recommender's score is one too
                 "rewards/accuracy_reward": 0.5,  # a reward term reward_components reads: not named
             }
             for s in range(40)
@@ -245,7 +246,9 @@ def test_runs_with_little_to_judge_get_a_report_that_says_why(tmp_path):
         "of the run)"
     )
     assert nonfinite["verdict"] == "unhealthy" and nonfinite["root_cause"]["check"] == "loss_nonfinite"
-    assert said["the task metric"].startswith("the run logs heldout/success_rate, which no rule reads: if it scores")
+    assert said["the task metric"].startswith(
+        "the run logs heldout/success_rate, val/recall@10, which no rule reads: if one scores"
+    )
     assert "`aliases: {heldout/success_rate: task_score}`" in said["the task metric"]
     assert "the task metric" not in {n["what"] for n in tiny["sections"]["not_judged"]}
 

@@ -379,9 +379,12 @@ def unfinished(run: dict, rules) -> str:
     return f"the run is still being written (state running); this report covers steps up to {last}"
 
 
-# a key whose last part names a score of the task's answers (not a reward term, which reward_components reads)
+# a key whose last part names a score of the task's answers (not a reward term, which reward_components reads):
+# accuracy and success, and the retrieval, ranking and text-overlap scores of tasks that are not question answering
+# (a recommender's ndcg@10, a summariser's rouge-l), at a cut-off or not
 _SCORE_KEY = re.compile(
-    r"(^|[/_.\-])(acc|accuracy|score|success|solved?|pass(@\d+)?|correct(ness)?|win_?rate)($|[/_.\-])"
+    r"(^|[/_.\-])(acc|accuracy|score|success|solved?|pass|correct(ness)?|win_?rate|ndcg|recall|precision|f1|mrr"
+    r"|hit_?rate|exact_match|bleu|rouge(-?[l12])?)(@\d+)?($|[/_.\-])"
 )
 
 
