@@ -512,7 +512,7 @@ def test_one_setting_written_twice_is_one_parameter():
     assert set(sweep_stats.varying(configs)) == {"reward_type", "X_reward_type", "lr", "train_bs", "eval_bs"}
 
 
-def _diagnosed(runs: list[dict], rates: dict | None = None) -> tuple[dict, list[str]]:
+def _diagnosed(runs: list[dict], rates: dict | None = None, penalties: dict | None = None) -> tuple[dict, list[str]]:
     """good_bad_ugly and the recommendations for ranked runs given as {run, flags, errors} (no effects)."""
     doc = {
         "metric": "reward_mean",
@@ -523,7 +523,7 @@ def _diagnosed(runs: list[dict], rates: dict | None = None) -> tuple[dict, list[
         ],
     }
     doc["good_bad_ugly"] = sweep_report.good_bad_ugly(doc)
-    return doc["good_bad_ugly"], sweep_report.recommendations(doc, [], rates)[0]
+    return doc["good_bad_ugly"], sweep_report.recommendations(doc, [], rates, penalties)[0]
 
 
 def test_a_run_that_collapsed_is_not_too_conservative():
@@ -555,6 +555,24 @@ def test_a_run_that_collapsed_is_not_too_conservative():
     verl = {"actor_rollout_ref.actor.optim.lr": 1e-06, "critic.optim.lr": 1e-05}
     assert sweep_stats.learning_rate(verl) == 1e-06 and sweep_stats.learning_rate({"lr": "auto"}) is None
     assert sweep_stats.learning_rate({"X_learning_rate": 2e-05, "learning_rate": 2e-05, "lr_warmup": 10}) == 2e-05
+
+
+def test_no_advice_to_lower_a_kl_penalty_the_runs_do_not_have():
+    """A CS336 sweep trained with kl_coef 0 was told to "lower the KL penalty rather than raise the learning rate"
+    for its timid run: the advice names only what the configs leave to change."""
+    timid = {"run": "timid", "flags": ["grad_norm_vanishing"], "errors": []}
+    broken = {"run": "broken", "flags": ["reward_collapse"], "errors": ["reward_collapse"]}
+    none = {"timid": 0.0, "broken": 0.0}
+    _, advice = _diagnosed([timid, {"run": "fine", "flags": [], "errors": []}], penalties={"timid": 0.0})
+    assert "For the runs flagged too conservative: raise the learning rate" in advice
+    (line,) = [a for a in _diagnosed([timid, broken], penalties=none)[1] if "too conservative" in a]
+    assert "KL penalty is already 0" in line and "lower the KL penalty" not in line
+    (line,) = [a for a in _diagnosed([timid, broken], {"timid": 1e-6, "broken": 1e-5}, none)[1] if "conservative" in a]
+    assert line.endswith("staying below 1e-05 where broken collapsed or went unstable")
+    (line,) = [a for a in _diagnosed([timid, broken], {"timid": 1e-5, "broken": 1e-5}, none)[1] if "conservative" in a]
+    assert "nor the KL penalty (already 0)" in line and "lower the KL penalty" not in line
+    assert sweep_stats.kl_penalty({"trainer.kl_coef": 0.0, "adam_beta1": 0.9}) == 0.0
+    assert sweep_stats.kl_penalty({"beta": 0.04}) == 0.04 and sweep_stats.kl_penalty({"lr": 1e-5}) is None
 
 
 def test_the_suggested_config_is_pointed_to_only_when_there_is_one():

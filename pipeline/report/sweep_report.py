@@ -146,7 +146,8 @@ def analyse(
     doc["power_law_summary"] = _compare_exponents(doc["power_law"])
     doc["good_bad_ugly"] = good_bad_ugly(doc)
     rates = {names[k]: sweep_stats.learning_rate(configs[k]) for k in ranked_keys}
-    doc["recommendations"], doc["suggested_config"] = recommendations(doc, found_effects, rates)
+    penalties = {names[k]: sweep_stats.kl_penalty(configs[k]) for k in ranked_keys}
+    doc["recommendations"], doc["suggested_config"] = recommendations(doc, found_effects, rates, penalties)
     return doc
 
 
@@ -264,16 +265,29 @@ def timid(run: dict) -> bool:
     return bool(set(run["flags"]) & set(DIAGNOSES[CONSERVATIVE])) and not (broke_down(run) or run.get("errors"))
 
 
-def _conservative_advice(runs: list[dict], rates: dict[str, float | None]) -> str:
+def _conservative_advice(
+    runs: list[dict], rates: dict[str, float | None], penalties: dict[str, float | None] | None = None
+) -> str:
     """Raise the learning rate of the runs that barely moved, unless runs of the sweep broke down at that rate or at
-    a rate nobody can tell (``rates``: each run's learning rate from its config, None where it has none)."""
+    a rate nobody can tell (``rates``: each run's learning rate from its config, None where it has none); or lower
+    their KL penalty, unless their configs say they have none (``penalties``, the same way)."""
     advice = "For the runs flagged too conservative"
+    timid_runs = [r["run"] for r in runs if timid(r)]
+    unpenalised = all((penalties or {}).get(r) == 0 for r in timid_runs)
     broken = [r["run"] for r in runs if broke_down(r)]
     if not broken:
-        return advice + ": raise the learning rate or lower the KL penalty"
+        return advice + (
+            ": raise the learning rate" if unpenalised else ": raise the learning rate or lower the KL penalty"
+        )
     named = _first_few(broken)
-    broken_rates, timid_rates = [rates.get(r) for r in broken], [rates.get(r["run"]) for r in runs if timid(r)]
+    broken_rates, timid_rates = [rates.get(r) for r in broken], [rates.get(r) for r in timid_runs]
     if None in broken_rates or None in timid_rates:
+        if unpenalised:
+            return advice + (
+                f": their KL penalty is already 0, and {named} collapsed or went unstable in this sweep at a learning "
+                "rate no config gives: raise the learning rate in small steps, or look for what else holds the policy "
+                "back (its findings)"
+            )
         return advice + (
             f", lower the KL penalty rather than raise the learning rate: {named} collapsed or went unstable in "
             "this sweep, and no config says at which learning rate"
@@ -281,8 +295,13 @@ def _conservative_advice(runs: list[dict], rates: dict[str, float | None]) -> st
     limit = min(cast(list[float], broken_rates))
     if max(cast(list[float], timid_rates)) < limit:
         return advice + (
-            f": raise the learning rate, staying below {_fmt(limit)} where {named} collapsed or went unstable, or "
-            "lower the KL penalty"
+            f": raise the learning rate, staying below {_fmt(limit)} where {named} collapsed or went unstable"
+            + ("" if unpenalised else ", or lower the KL penalty")
+        )
+    if unpenalised:
+        return advice + (
+            f": not the learning rate ({named} collapsed or went unstable at {_fmt(limit)}, a learning rate they "
+            "already use) nor the KL penalty (already 0): look for what else holds the policy back (its findings)"
         )
     return advice + (
         f", lower the KL penalty rather than raise the learning rate: {named} collapsed or went unstable at "
@@ -331,10 +350,14 @@ def _monotone(levels: list[dict]) -> bool:
 
 
 def recommendations(
-    doc: dict, effects: list[dict], rates: dict[str, float | None] | None = None
+    doc: dict,
+    effects: list[dict],
+    rates: dict[str, float | None] | None = None,
+    penalties: dict[str, float | None] | None = None,
 ) -> tuple[list[str], dict]:
     """3–6 next experiments in the ablation style, and the best run's config with the supported changes.
-    ``rates``: each run's learning rate (sweep_stats.learning_rate), which advice on the learning rate heeds."""
+    ``rates``: each run's learning rate (sweep_stats.learning_rate), which advice on the learning rate heeds;
+    ``penalties`` each run's KL penalty (sweep_stats.kl_penalty), which advice on the KL penalty heeds."""
     best = doc["runs"][0]
     suggested = dict(best["config"])
     out: list[str] = []
@@ -394,7 +417,7 @@ def recommendations(
             "best run's other settings"
         )
     if any(line.startswith("too conservative") for line in bad_lines):
-        out.append(_conservative_advice(doc["runs"], rates or {}))
+        out.append(_conservative_advice(doc["runs"], rates or {}, penalties))
     if any(line.startswith("insufficient exploration") for line in bad_lines):
         out.append("Where exploration ran out: raise the sampling temperature or the generations per prompt")
     if len(out) < 3 and (suggested or len(tied) < len(doc["runs"])):  # every run tied: no configuration is best

@@ -31,12 +31,24 @@ NOT_HYPERPARAMETERS = re.compile(
 
 # A config key holding the policy's learning rate (`learning_rate`, `lr`, verl's `actor_rollout_ref.actor.optim.lr`).
 LEARNING_RATE = re.compile(r"(^|[._/])(learning_rate|lr)$", re.IGNORECASE)
+# A config key holding the KL penalty's coefficient (TRL's `beta`, verl's `kl_loss_coef`, `kl_ctrl.kl_coef`).
+KL_PENALTY = re.compile(r"(^|[._/])(beta|kl_beta|kl_coef|kl_loss_coef|init_kl_coef)$", re.IGNORECASE)
 
 
 def learning_rate(config: dict) -> float | None:
     """The learning rate in a flattened config: the shortest key that names one (a critic's left out), when it holds
     a number."""
-    keys = [k for k in config if LEARNING_RATE.search(k) and "critic" not in k.lower()]
+    return _setting(config, LEARNING_RATE)
+
+
+def kl_penalty(config: dict) -> float | None:
+    """The KL penalty's coefficient in a flattened config (TRL's beta, verl's kl_loss_coef, kl_coef), when it holds
+    a number: advice to lower it means nothing to a run trained without one."""
+    return _setting(config, KL_PENALTY)
+
+
+def _setting(config: dict, name: re.Pattern) -> float | None:
+    keys = [k for k in config if name.search(k) and "critic" not in k.lower()]
     value = config[min(keys, key=lambda k: (len(k), k))] if keys else None
     return float(value) if value is not None and is_number(value) else None
 
