@@ -256,7 +256,13 @@ JSONL_LINE = '{{"step": {n}, "data": {{"actor/entropy": 0.{n}5, "critic/score/me
 
 
 @pytest.mark.parametrize(
-    "name,template", [("metrics.jsonl", JSONL_LINE), ("train.log", VERL_LINE), ("trl.log", TRL_LINE)]
+    "name,template",
+    [
+        ("metrics.jsonl", JSONL_LINE),
+        ("train.log", VERL_LINE),
+        ("trl.log", TRL_LINE),
+        ("train_metrics.jsonl", JSONL_LINE),  # generic words alone: named after its folder too (a verl JSONL)
+    ],
 )
 def test_half_written_line_waits_and_arrives_once(tmp_path, name, template):
     log = tmp_path / "runs" / "exp1" / name
@@ -287,7 +293,7 @@ def test_half_written_line_waits_and_arrives_once(tmp_path, name, template):
     assert {r[5] for r in rows} == {None}  # every value was a number
     run = runs(lake_root)[rows[0][0]]
     assert run["last_step"] == 3 and run["history_rows"] == 3
-    expected_name = "exp1" if name in ("metrics.jsonl", "train.log") else "trl"
+    expected_name = "trl" if name == "trl.log" else "exp1"
     assert run["name"] == expected_name and run["project"] == ("runs" if expected_name == "exp1" else "exp1")
 
 

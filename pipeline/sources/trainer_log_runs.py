@@ -22,7 +22,8 @@ ENTITY = "local"
 DEFAULT_PROJECT = "trainer_logs"
 STATE_FILE = "trainer_state.json"
 CONSOLE_SUFFIXES = (".log", ".txt", ".out")  # .out: what SLURM captures of a job's stdout
-# A log with one of these stems is named after its folder; any other stem names the run itself.
+# A log whose stem is made of these words alone (`metrics`, `train_metrics`, `training-log`) is named after its folder;
+# any other stem names the run itself.
 GENERIC_STEMS = {
     "output",
     "stdout",
@@ -33,6 +34,8 @@ GENERIC_STEMS = {
     "train",
     "training",
     "metrics",
+    "metric",
+    "stats",
     "history",
     "events",
     "progress",
@@ -273,7 +276,7 @@ def log_identity(path: Path, launch: int = 1) -> tuple[str, str, str]:
     folder = path.parent
     if folder.name == "files" and _WANDB_RUN.match(folder.parent.name):
         folder = folder.parent  # a W&B run folder's files/output.log belongs to the run folder
-    if path.stem.lower() in GENERIC_STEMS:
+    if all(word in GENERIC_STEMS for word in re.split(r"[-_.\s]+", path.stem.lower()) if word):
         project, name = _project(folder.parent), folder.name or path.stem
     else:
         project, name = _project(folder), path.stem
