@@ -225,10 +225,13 @@ select
     $t_gain as threshold,
     -- the change in the reward's own units; as a share only of a baseline that is positive and not near 0 (the
     -- 0.1 the gains are floored at), where it is the share of the baseline printed
-    printf('reward never improved: %.3g over %s, %.3g over the last third (a change of %+.3g%s, %d logged steps, '
+    -- a change up that was too small or too uncertain to count is not "never improved": the report's trend beside
+    -- it may well be significant over the whole run
+    printf('reward %s: %.3g over %s, %.3g over the last third (a change of %+.3g%s, %d logged steps, '
            || 't = %.1f); the policy is not learning: check that rewards vary within groups (reward_std), the '
            || 'learning rate and KL penalty, and that the task is not too hard for the model',
-           first_mean, span_words('first', first_k, ceil(n / 10), 'the first tenth of the run', first_step, first_end),
+           case when last_mean > first_mean then 'did not clearly improve' else 'never improved' end, first_mean,
+           span_words('first', first_k, ceil(n / 10), 'the first tenth of the run', first_step, first_end),
            last_mean, last_mean - first_mean,
            case when first_mean >= 0.1 then printf(' or %+.0f%%', 100 * last_gain) else '' end, n, t_rise) as message
 from gains
