@@ -21,7 +21,7 @@ import duckdb
 import pytest
 
 from pipeline import lake
-from pipeline.sources import files, trainer_logs
+from pipeline.sources import files, trainer_log_lines, trainer_logs
 from tests.conftest import LENGTH_COLLAPSE, REAL_RUNS, write_jsonl
 
 UNSLOTH = REAL_RUNS / "unsloth-llama31-8b-grpo-gsm8k"
@@ -406,6 +406,31 @@ def test_bad_jsonl_lines_are_skipped_and_reported(tmp_path):
     assert rows[(3, "loss")][7].timestamp() == 1700000000.5 and rows[(1, "loss")][7] is None
     assert rows[(3, "loss")][9] == offsets[6]  # file_offset is the line's byte offset
     assert not trainer_logs.ingest(lake_root, [log]).changed  # bad lines are not read again
+
+
+def test_a_jsonl_log_with_no_step_anywhere_says_so_once_naming_its_step_like_keys(tmp_path):
+    """A JSONL log in a format the reader does not know (no step field in any record) printed one skipped line per
+    record, and the report then said no run was found: one issue now says the file has no step and which of its keys
+    look like one, so the user knows what to map. A stray stepless line in a log of steps stays an issue of its own
+    (test_bad_jsonl_lines_are_skipped_and_reported)."""
+    log = write_jsonl(
+        tmp_path / "run" / "metrics.jsonl",
+        [{"kind": "rollout", "StepIdx": s, "gradient_accumulation_steps": 64, "reward": s / 4} for s in range(3)],
+    )
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [log])
+    assert [(i.kind, i.offset, i.bytes_skipped) for i in report.issues] == [("no_step", 0, log.stat().st_size)]
+    assert report.issues[0].message == (
+        f"none of its 3 records has a step ({trainer_log_lines.NO_STEP_FIELDS}); keys in them that look like one: "
+        "StepIdx, gradient_accumulation_steps; nothing taken from them"
+    )
+    assert history(lake_root) == [] and report.runs_touched == []
+    size = log.stat().st_size
+    with open(log, "a") as fh:  # more of the same: said once more, for what was appended
+        fh.write('{"kind": "eval", "StepIdx": 3, "accuracy": 0.5}\n{"kind": "eval", "StepIdx": 4, "accuracy": 0.6}\n')
+    again = trainer_logs.ingest(lake_root, [log])
+    assert [(i.kind, i.offset) for i in again.issues] == [("no_step", size)]
+    assert again.issues[0].message.startswith(f"none of its 2 records from byte {size} on has a step (")
 
 
 def _trainer_state(steps: int, max_steps: int, kl_at: dict | None = None) -> str:
@@ -975,11 +1000,22 @@ def test_jsonl_step_fields_and_verl_file_logger(tmp_path):
     (folder / "c.jsonl").write_text('{"train/global_step": 9.0, "train/loss": 3.0}\n')
     (folder / "roll.jsonl").write_text('{"actor/pg_loss": 0.2, "system/step": 11}\n')  # ROLL's tracker step
     (folder / "loop.jsonl").write_text('{"iteration": 3, "mean_reward": 0.88}\n')  # a custom trainer's outer loop
+    # none of those: the first key named like a step counter that holds an integer (the CS336 GRPO trainer's
+    # grpo_step before its optimizer_step; a bound such as max_step, or a text, is not the step)
+    write_jsonl(
+        folder / "grpo.jsonl",
+        [
+            {"type": "rollout", "grpo_step": 1, "mean_reward": 0.25},
+            {"grpo_step": 1, "optimizer_step": 4, "loss": 0.5},
+            {"max_step": 40, "rl_step": "2", "train_step": 2, "loss": 0.25},
+        ],
+    )
     lake_root = tmp_path / "lake"
-    trainer_logs.ingest(lake_root, [folder])
+    report = trainer_logs.ingest(lake_root, [folder])
+    assert report.issues == []
     rows = {
-        (run_of(lake_root, name)["name"], r[1], r[2]): r[3]
-        for name in ("verl", "a", "b", "c", "roll", "loop")
+        (run_of(lake_root, name)["name"], r[1], r[2]): r[3] if r[5] is None else r[5]
+        for name in ("verl", "a", "b", "c", "roll", "loop", "grpo")
         for r in history(lake_root, f"run_key = '{run_of(lake_root, name)['run_key']}'")
     }
     assert rows == {
@@ -991,6 +1027,13 @@ def test_jsonl_step_fields_and_verl_file_logger(tmp_path):
         ("c", 9, "train/loss"): 3.0,
         ("roll", 11, "actor/pg_loss"): 0.2,
         ("loop", 3, "mean_reward"): 0.88,
+        ("grpo", 1, "type"): "rollout",
+        ("grpo", 1, "mean_reward"): 0.25,
+        ("grpo", 1, "optimizer_step"): 4,
+        ("grpo", 1, "loss"): 0.5,
+        ("grpo", 2, "max_step"): 40,
+        ("grpo", 2, "rl_step"): "2",
+        ("grpo", 2, "loss"): 0.25,
     }
 
 

@@ -15,12 +15,14 @@ Formats, and why each is read the way it is:
   ``training_logs.json``, or its ``log_history`` list on its own, as public TRL projects publish them).
 - **JSONL metric logs** (``*.jsonl``, ``origin = "jsonl"``): one object per line with a step field (``step``,
   ``global_step``, ``_step``, ``train/global_step`` or ROLL's ``system/step``, first found wins and is not stored
-  as a value), including
+  as a value; without any, the first key named like a step counter that holds an integer, the CS336 GRPO trainer's
+  ``grpo_step``, trainer_log_lines.step_field), including
   verl's file logger ``{"step": N, "data": {...}}``. Keys are kept as the file writes them (a nested dict value is
   spread over ``key.sub`` keys by the lake's decoder, as for W&B). ``_timestamp`` (seconds, as W&B writes it) gives
   the row's time. A stepless record of settings (``{"type": "config", "args": {...}}``,
   trainer_log_lines.config_record) is the run's config. A bad line is skipped and reported (``bad_line``/``no_step``
-  with its byte offset), never fatal.
+  with its byte offset), never fatal; a read of a log none of whose records has a step is one ``no_step`` issue
+  naming the keys that look like one.
 - **Console logs** (``*.log``, ``*.txt``, ``*.out``, or any text file named on its own rather than found in a
   folder), read where that is all there is (not next to the run's
   ``trainer_state.json``, which holds the same entries unrounded). Only two kinds of line mean anything; the rest
@@ -111,6 +113,7 @@ from pipeline.secrets import redact
 from pipeline.sources import files
 from pipeline.sources.files import FileIssue, IngestReport, failed_file
 from pipeline.sources.trainer_log_lines import (
+    NO_STEP_FIELDS,
     BadLine,
     ConfigRecord,
     KvLine,
@@ -587,6 +590,8 @@ class TrainerLogIngest:
         """Read a log's complete lines from its cursor's offset; returns the offset read up to."""
         read_line = self._jsonl_line if kind == "jsonl" else self._console_line
         end = cursor["offset"]
+        issues, values = len(self.report.issues), self.buffer.total
+        self.step_like: dict[str, None] = {}  # of the records read without a step: their keys that look like one
         for offset, raw in complete_lines(fh, cursor["offset"], size, finished, kind):
             end = min(offset + len(raw) + 1, size)  # a quiet file's last line may have no newline
             self.report.records += 1
@@ -604,7 +609,31 @@ class TrainerLogIngest:
                         f"line not usable: {type(exc).__name__}: {exc}",
                     )
                 )
+        if kind == "jsonl" and self.buffer.total == values:
+            self._no_step_at_all(path, cursor["offset"], end, issues)
         return end
+
+    def _no_step_at_all(self, path: Path, start: int, end: int, first_issue: int) -> None:
+        """A JSONL log none of whose records read has a step, in a format the reader does not know: one issue that
+        says so and names the keys that look like a step, not one per record (a trainer's 249 records were 249
+        identical lines and then 'no run found')."""
+        stepless = [i for i in self.report.issues[first_issue:] if i.kind == "no_step" and i.path == str(path)]
+        if len(stepless) < 2:
+            return
+        ids = {id(i) for i in stepless}
+        self.report.issues[first_issue:] = [i for i in self.report.issues[first_issue:] if id(i) not in ids]
+        where = f" from byte {start} on" if start else ""
+        seen = ", ".join(self.step_like) if self.step_like else "none"
+        self.report.issues.append(
+            FileIssue(
+                str(path),
+                stepless[0].offset,
+                end - stepless[0].offset,
+                "no_step",
+                f"none of its {len(stepless)} records{where} has a step ({NO_STEP_FIELDS}); keys in them that look "
+                f"like one: {seen}; nothing taken from them",
+            )
+        )
 
     def _restart(self, cursor: dict, why: str) -> None:
         """Read a log again from its start, and from its first launch: the values of its runs from earlier ingests
@@ -634,6 +663,7 @@ class TrainerLogIngest:
             row = jsonl_row(raw)
         except BadLine as exc:
             self.report.issues.append(FileIssue(str(path), offset, len(raw) + 1, exc.kind, str(exc)))
+            self.step_like.update(dict.fromkeys(exc.step_like))
             return
         if isinstance(row, ConfigRecord):  # the run's settings, as a config file beside the log gives them
             self._log_run(path, cursor, "jsonl").config.update(row.settings)
