@@ -22,7 +22,7 @@ import pytest
 
 from pipeline import lake
 from pipeline.sources import files, trainer_log_lines, trainer_logs
-from tests.conftest import LENGTH_COLLAPSE, REAL_RUNS, write_jsonl
+from tests.conftest import LENGTH_COLLAPSE, REAL_RUNS, grpolens, write_jsonl
 
 UNSLOTH = REAL_RUNS / "unsloth-llama31-8b-grpo-gsm8k"
 STABLE_LOG = REAL_RUNS / "verl-opd-qwen2-3b-stable" / "output.log"
@@ -1068,6 +1068,128 @@ def test_a_jsonl_config_record_is_the_runs_config_not_a_skipped_line(tmp_path):
     assert _config_of(lake_root, "typed") == {"lr": 2e-05}
     run = run_of(lake_root, "training_log_mitigated_seed7")
     assert sorted(values_by_step(lake_root, run["run_key"])) == [0, 20] and run["history_rows"] == 2
+
+
+def test_jsonl_records_at_one_step_repeat_no_value_and_evaluations_are_eval_series(tmp_path):
+    """Records that share a step. A recommender's trainer writes an eval record beside its train record at a step,
+    `{"step": 200, "epoch": 1, "eval": true, "ndcg@10": …}`: both carry the epoch, which counted as a second version
+    and duplicate_steps said the run was probably restarted; a value repeated at its step is written once, as a
+    trainer_state.json's epoch is (also when the record comes in the next ingest). The CS336 GRPO trainer types its
+    records, and its eval record's reward overwrote the rollout's, mixing validation into the training reward: an
+    evaluation's record (marked by type, split, phase or mode, or `"eval": true`) has its values under eval/, as the
+    warehouse's eval_summary and the eval/ aliases read them; what says where it was taken (epoch, step counters,
+    `_` keys, the marker) and a key already named as an evaluation's stay as written. Two train records of one step
+    with different values are two versions of them, the last one the step's (as W&B keeps it)."""
+    log = write_jsonl(
+        tmp_path / "logs" / "recsys" / "grpo_capinf.jsonl",
+        [
+            {"step": 190, "epoch": 1, "loss": 0.03, "reward_mean": 0.07},
+            {"step": 200, "epoch": 1, "loss": -0.02, "reward_mean": 0.06},
+            {"step": 200, "epoch": 1, "eval": True, "ndcg@10": 0.022, "recall@10": 0.042},
+        ],
+    )
+    write_jsonl(
+        tmp_path / "logs" / "cs336" / "metrics.jsonl",
+        [
+            {"type": "rollout", "grpo_step": 5, "reward": 0.42, "answer_accuracy": 0.42, "_timestamp": 1.7e9},
+            {"type": "train", "grpo_step": 5, "optimizer_step": 19, "loss": -0.0016, "learning_rate": 4e-05},
+            {"type": "train", "grpo_step": 5, "optimizer_step": 20, "loss": -0.0073, "learning_rate": 4e-05},
+            {
+                "type": "eval",
+                "grpo_step": 5,
+                "optimizer_step": 20,
+                "reward": 0.51,
+                "answer_accuracy": 0.51,
+                "eval_seconds": 44.3,
+                "_timestamp": 1.7e9 + 60,
+            },
+            {"split": "Validation", "grpo_step": 5, "answer_accuracy": 0.49},
+            {"type": "grpo_step_summary", "grpo_step": 5, "optimizer_step": 20, "step_seconds": 106.2},
+        ],
+    )
+    home = tmp_path / "home"
+    lake_root = home / "lake"
+    assert trainer_logs.ingest(lake_root, [tmp_path / "logs"]).issues == []
+    recsys = values_by_step(lake_root, run_of(lake_root, "grpo_capinf")["run_key"])  # asserts one row per key
+    assert {k: v[3] for k, v in recsys[200].items()} == {
+        "epoch": 1,
+        "loss": -0.02,
+        "reward_mean": 0.06,
+        "eval": 1,
+        "eval/ndcg@10": 0.022,
+        "eval/recall@10": 0.042,
+    }
+    rows = [
+        (r[2], r[3] if r[5] is None else r[5])
+        for r in history(lake_root, f"run_key = '{run_of(lake_root, 'cs336')['run_key']}'")
+    ]
+    assert sorted(rows) == sorted(
+        [
+            ("type", "rollout"),
+            ("reward", 0.42),
+            ("answer_accuracy", 0.42),
+            ("_timestamp", 1.7e9),
+            ("type", "train"),
+            ("optimizer_step", 19),
+            ("loss", -0.0016),
+            ("learning_rate", 4e-05),  # written once: the second train record repeats it
+            ("optimizer_step", 20),
+            ("loss", -0.0073),
+            ("type", "eval"),
+            ("eval/reward", 0.51),
+            ("eval/answer_accuracy", 0.51),
+            ("eval_seconds", 44.3),
+            ("_timestamp", 1.7e9 + 60),
+            ("split", "Validation"),
+            ("eval/answer_accuracy", 0.49),
+            ("type", "grpo_step_summary"),
+            ("step_seconds", 106.2),
+        ]
+    )
+
+    # the next evaluation's record arrives in the next ingest, after its step's train record: its epoch is not repeated
+    with open(log, "a") as fh:
+        fh.write(json.dumps({"step": 400, "epoch": 2, "loss": 0.01, "reward_mean": 0.1}) + "\n")
+    trainer_logs.ingest(lake_root, [tmp_path / "logs"])
+    with open(log, "a") as fh:
+        fh.write(json.dumps({"step": 400, "epoch": 2, "eval": True, "ndcg@10": 0.021}) + "\n")
+    trainer_logs.ingest(lake_root, [tmp_path / "logs"])
+    recsys = values_by_step(lake_root, run_of(lake_root, "grpo_capinf")["run_key"])
+    assert recsys[400]["epoch"][3] == 2 and recsys[400]["eval/ndcg@10"][3] == 0.021
+
+    # a log rewritten from its start is read afresh: its first record repeats nothing of the old content's last step
+    again = write_jsonl(tmp_path / "again" / "metrics.jsonl", [{"step": 5, "epoch": 1, "loss": 0.5}])
+    trainer_logs.ingest(tmp_path / "again-lake", [again])
+    write_jsonl(again, [{"step": 5, "epoch": 1, "loss": 0.25, "kl": 0.0}])  # a second training over it, as long
+    restarted = trainer_logs.ingest(tmp_path / "again-lake", [again])
+    assert {(r[2], r[3]) for r in history(tmp_path / "again-lake", f"ingest_id = {restarted.ingest_id}")} == {
+        ("epoch", 1),
+        ("loss", 0.25),
+        ("kl", 0.0),
+    }
+
+    # the warehouse: one version of each recsys value, no restart; the training reward is the rollout's
+    grpolens("refresh", env={"GRPOLENS_HOME": str(home), "GRPOLENS_TRAINER_LOGS": str(tmp_path / "logs")}, check=True)
+    con = duckdb.connect(str(home / "grpolens.duckdb"), read_only=True)
+    try:
+        by_run = "join runs using (run_key) where runs.name = ?"
+        assert con.execute(f"select max(versions) from history {by_run}", ["grpo_capinf"]).fetchall() == [(1,)]
+        flagged = con.execute(
+            f"select anomalies.check_name from anomalies {by_run} and check_name = 'duplicate_steps'", ["grpo_capinf"]
+        )
+        assert flagged.fetchall() == []
+        assert con.execute(f"select key from eval_summary {by_run} order by key", ["grpo_capinf"]).fetchall() == [
+            ("eval/ndcg@10",),
+            ("eval/recall@10",),
+        ]
+        metrics = con.execute(
+            f"select metric, value from metrics {by_run} and metric in ('reward_mean', 'eval_reward')", ["cs336"]
+        )
+        assert sorted(metrics.fetchall()) == [("eval_reward", 0.51), ("reward_mean", 0.42)]
+        loss = con.execute(f"select value, versions from history {by_run} and key = 'loss'", ["cs336"]).fetchall()
+        assert loss == [(-0.0073, 2)]  # sub-steps: the last train record's, and two records said it
+    finally:
+        con.close()
 
 
 def test_ingest_takes_the_source_lock(tmp_path):

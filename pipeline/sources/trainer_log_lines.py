@@ -25,6 +25,13 @@ STEP_FIELDS = ("step", "global_step", "_step", "train/global_step", "system/step
 _COUNTER_NAME = re.compile(r"(?:^|[/.])(?:(?P<word>[a-z]+)_)?step$")
 _NOT_COUNTERS = frozenset({"max", "min", "total", "num", "n", "best", "last", "next", "target", "warmup"})
 NO_STEP_FIELDS = ", ".join(STEP_FIELDS) + ", or an integer under a name like grpo_step or trainer/step"  # said
+# A record that is an evaluation's says so under one of these keys (or with `"eval": true`): its values are not the
+# training's at that step (the CS336 trainer's `{"type": "eval", "grpo_step": 5, "reward": …}` beside its rollout's
+# `reward`).
+EVAL_MARKERS = ("type", "split", "phase", "mode")
+EVAL_NAMES = frozenset({"eval", "evaluation", "val", "validation", "test"})
+# A key already named as an evaluation's (`eval_loss`, as the HF Trainer writes it, `eval/acc`, verl's `val-core/…`).
+_EVAL_PREFIXED = re.compile(r"(?:eval|evaluation|val|valid|validation|test)(?:[-_/.@]|$)", re.IGNORECASE)
 # The keys a custom trainer writes its settings under in a record of their own at the top of its metric log
 # (`{"type": "config", "argv": [...], "args": {"lr": 2e-05, ...}}`, `{"hparams": {...}}`).
 CONFIG_RECORD_KEYS = ("config", "args", "hparams", "hyperparameters")
@@ -324,9 +331,32 @@ def step_field(obj: dict) -> str | None:
     return next((k for k, v in obj.items() if counter_name(k) and integral(v) is not None), None)
 
 
+def evaluation_values(items: dict, marker: str | None = None) -> dict:
+    """An evaluation's values, named as evaluation series: each key under `eval/` (what eval_summary and the alias
+    seed's `eval/reward`, `eval/accuracy` read), so that it never overwrites the training's value of that key at
+    the same step. As in a trainer_state.json's eval entries (`eval_loss`, beside a plain `epoch`), what says where
+    in training it was taken stays as written: `epoch`, step counters (`optimizer_step`), internal `_` keys and the
+    ``marker`` that made it an evaluation, and so does a key already named as an evaluation's."""
+    return {
+        key
+        if key in (marker, "epoch") or key.startswith("_") or counter_name(key) or _EVAL_PREFIXED.match(key)
+        else f"eval/{key}": value
+        for key, value in items.items()
+    }
+
+
+def evaluation_marker(items: dict) -> str | None:
+    """The key that marks a JSONL record as an evaluation's (EVAL_MARKERS, ``"eval": true``), else None."""
+    if items.get("eval") is True:
+        return "eval"
+    return next(
+        (k for k in EVAL_MARKERS if isinstance(items.get(k), str) and items[k].strip().lower() in EVAL_NAMES), None
+    )
+
+
 def jsonl_row(raw: bytes) -> tuple[int, int | None, dict] | ConfigRecord | None:
     """One JSONL line → (step, ts_us, values), or the run's settings (config_record); None for a blank line;
-    BadLine for anything unusable."""
+    BadLine for anything unusable. An evaluation's record has its values under `eval/` (evaluation_values)."""
     if not raw.strip():
         return None
     try:
@@ -348,6 +378,8 @@ def jsonl_row(raw: bytes) -> tuple[int, int | None, dict] | ConfigRecord | None:
     items = obj
     if isinstance(items.get("data"), dict):  # verl's file logger: {"step": N, "data": {...}}
         items = {**{k: v for k, v in items.items() if k != "data"}, **items["data"]}
+    if (marker := evaluation_marker(items)) is not None:
+        items = evaluation_values(items, marker)
     stamp = items.get("_timestamp")
     ts_us = None
     if isinstance(stamp, (int, float)) and not isinstance(stamp, bool):

@@ -18,7 +18,13 @@ Formats, and why each is read the way it is:
   as a value; without any, the first key named like a step counter that holds an integer, the CS336 GRPO trainer's
   ``grpo_step``, trainer_log_lines.step_field), including
   verl's file logger ``{"step": N, "data": {...}}``. Keys are kept as the file writes them (a nested dict value is
-  spread over ``key.sub`` keys by the lake's decoder, as for W&B). ``_timestamp`` (seconds, as W&B writes it) gives
+  spread over ``key.sub`` keys by the lake's decoder, as for W&B), except in an evaluation's record (``"type"``,
+  ``"split"``, ``"phase"`` or ``"mode"`` ``eval``/``val``/``validation``/``test``, or ``"eval": true``): its values go
+  under ``eval/`` (trainer_log_lines.evaluation_values), so they never overwrite the training's at that step. A
+  record that repeats a value another record of its step wrote (train and eval records both carry the ``epoch``)
+  does not write it again, as a trainer_state.json's entries do not; one that writes a key again with another value
+  (several train records of one step) is a second version, the last one the step's value, as W&B keeps it.
+  ``_timestamp`` (seconds, as W&B writes it) gives
   the row's time. A stepless record of settings (``{"type": "config", "args": {...}}``,
   trainer_log_lines.config_record) is the run's config. A bad line is skipped and reported (``bad_line``/``no_step``
   with its byte offset), never fatal; a read of a log none of whose records has a step is one ``no_step`` issue
@@ -641,7 +647,7 @@ class TrainerLogIngest:
         lacks do not linger, and whether a launch finished is what the new content says."""
         self.report.notes.append(f"{why}; reading it again from the start")
         runs = _log_runs(cursor)
-        cursor.update(offset=0, format=None, ordinal=0, kv=None, bar=None, run_key=runs[0], launches=[])
+        cursor.update(offset=0, format=None, ordinal=0, kv=None, bar=None, at_step=None, run_key=runs[0], launches=[])
         for run_key in runs:
             if run_key is not None and (run_key in self.runs or run_key in self.touched):
                 info = self._run(run_key)
@@ -681,7 +687,7 @@ class TrainerLogIngest:
                         "1-9999; the row is kept without a time",
                     )
                 )
-            self._emit(self._log_run(path, cursor, "jsonl"), step, ts_us, offset, items)
+            self._emit(self._log_run(path, cursor, "jsonl"), step, ts_us, offset, _not_repeated(cursor, step, items))
 
     def _console_dict(self, path: Path, offset: int, values: dict, cursor: dict, before: str = "") -> None:
         """One of the HF Trainer's printed log dicts: at its `step`, else at the step its progress bar counted on its
@@ -921,6 +927,28 @@ def _kv_step(state: dict, line: KvLine) -> int:
         base += last[1] + (1 if state["zero_based"] else 0)
     state.update(base=base, last=[line.epoch, line.step])
     return base + line.step
+
+
+def _not_repeated(cursor: dict, step: int, items: dict) -> dict:
+    """A JSONL record's values less those another record at its step wrote with the same value: train and eval
+    records at one step both carry the `epoch`, written once, as a trainer_state.json's entries (a repeat counted as a
+    second version of the value, which duplicate_steps took for a restarted run). A key written again with another
+    value is another version (the last wins). The records of a step come together: the cursor remembers the last
+    step's scalar values (``at_step``), so a record of that step in the next ingest is compared too."""
+    last = cursor.get("at_step")
+    seen = dict(last[1]) if last and last[0] == step else {}  # a copy: the cursor the ingest started from stays
+    fresh = {k: v for k, v in items.items() if not (k in seen and _same(seen[k], v))}
+    seen.update((k, v) for k, v in fresh.items() if _remembered(v))
+    cursor["at_step"] = [step, seen]
+    return fresh
+
+
+def _remembered(value: Any) -> bool:
+    """Whether ``_not_repeated`` keeps a value in the cursor file: a scalar strict JSON holds, not a text or
+    structure that would make the cursor as large as the records."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or isinstance(value, (bool, int)) or (isinstance(value, str) and len(value) <= 256)
 
 
 def _same(a: Any, b: Any) -> bool:
