@@ -1303,12 +1303,74 @@ def test_a_trainer_state_under_another_name_or_its_bare_log_history_is_read(tmp_
         run_of(tmp_path / "lake", "renamed")["state"] == "finished"
         and run_of(tmp_path / "lake", "renamed")["last_step"] == 3
     )
-    assert run_of(tmp_path / "lake", "bare")["state"] == "running"  # no max_steps to say otherwise, and no end entry
+    # no max_steps, no end entry: a bare log_history cannot tell a run still going from one that crashed, as a JSONL
+    # log cannot (not "running", which said the run was still being written and then that it had crashed)
+    assert run_of(tmp_path / "lake", "bare")["state"] == "unknown"
     # the Trainer's end-of-training entry closes a bare log_history: the training finished
     entries.append({"train_runtime": 671.3, "train_loss": 0.1, "epoch": 1.0, "step": 2})
     (bare / "training_log.json").write_text(json.dumps(entries))
     trainer_logs.ingest(tmp_path / "lake", [tmp_path])
     assert run_of(tmp_path / "lake", "bare")["state"] == "finished"
+
+
+def test_state_files_of_different_names_in_one_folder_are_all_read_as_series_of_the_run(tmp_path):
+    """A custom trainer saves its training steps and its evaluations as two bare log_history lists in one folder
+    (step_stat_history.json, eval_history.json). They were taken for two snapshots of one file and only the newer was
+    read: with the evaluations newer, every training step vanished and the run was HEALTHY with nothing logged.
+    Snapshots are copies of one file (checkpoint-N/trainer_state.json); files of different names are different series
+    of the run: all read, merged by step. The one named as an evaluation's has its keys under eval/, so its accuracy
+    is not taken for the training's at that step."""
+    run = tmp_path / "gsm8k-baseline"
+    run.mkdir()
+    train = [{"step": s, "loss": 0.0, "reward_mean": s / 8, "accuracy": s / 10} for s in range(1, 5)]
+    evals = [{"accuracy": 0.5 + s / 10, "n_problems": 100, "step": s} for s in (2, 4)]
+    (run / "step_stat_history.json").write_text(json.dumps(train, indent=2))
+    (run / "eval_history.json").write_text(json.dumps(evals, indent=2))
+    stat = (run / "step_stat_history.json").stat()
+    os.utime(run / "eval_history.json", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # the evaluations are newer
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [run])
+    assert report.issues == [] and report.files_read == 2
+    info = run_of(lake_root, "gsm8k-baseline")
+    values = values_by_step(lake_root, info["run_key"])
+    assert {s: v["reward_mean"][3] for s, v in values.items()} == {e["step"]: e["reward_mean"] for e in train}
+    assert {s: v["accuracy"][3] for s, v in values.items()} == {e["step"]: e["accuracy"] for e in train}
+    assert {s: v["eval/accuracy"][3] for s, v in values.items() if "eval/accuracy" in v} == {2: 0.7, 4: 0.9}
+    assert {s: v["eval/n_problems"][3] for s, v in values.items() if "eval/n_problems" in v} == {2: 100, 4: 100}
+    assert sorted(info["source_files"]) == sorted(str(p.resolve()) for p in run.glob("*.json"))
+    assert info["state"] == "unknown" and info["last_step"] == 4  # bare lists: no max_steps, no end entry
+
+    # one series grows: the run is reloaded with both
+    evals.append({"accuracy": 0.95, "n_problems": 100, "step": 6})
+    (run / "eval_history.json").write_text(json.dumps(evals))
+    again = trainer_logs.ingest(lake_root, [run])
+    assert again.runs_touched == [info["run_key"]]
+    newest = {(r[1], r[2]): r[3] for r in history(lake_root, f"ingest_id = {again.ingest_id}")}
+    assert newest[(6, "eval/accuracy")] == 0.95 and newest[(4, "reward_mean")] == 0.5
+    assert not trainer_logs.ingest(lake_root, [run]).changed
+
+    # a lake whose cursor still names the one file read before this fix: the series it left out is read
+    state = lake.IngestState.load(lake_root, "trainer_log")
+    [cursor] = state.data["snapshots"].values()
+    cursor["chosen"] = str((run / "eval_history.json").resolve())
+    state.save(state.data["last_ingest_id"])
+    assert trainer_logs.pending_files(lake_root, [run]) != []
+    upgraded = trainer_logs.ingest(lake_root, [run])
+    assert upgraded.runs_touched == [info["run_key"]]
+    newest = {(r[1], r[2]): r[3] for r in history(lake_root, f"ingest_id = {upgraded.ingest_id}")}
+    assert newest[(1, "reward_mean")] == 0.125 and newest[(6, "eval/accuracy")] == 0.95
+    assert not trainer_logs.ingest(lake_root, [run]).changed
+
+    # one series caught mid-rewrite: reported, the run's values stand, and it is read once it is whole
+    whole = json.dumps([*evals, {"accuracy": 0.97, "n_problems": 100, "step": 8}])
+    (run / "eval_history.json").write_text(whole[: len(whole) // 2])
+    caught = trainer_logs.ingest(lake_root, [run])
+    assert [i.kind for i in caught.issues] == ["bad_file"] and caught.runs_touched == []
+    assert not trainer_logs.ingest(lake_root, [run]).changed  # waits for the file to change, does not fall back
+    (run / "eval_history.json").write_text(whole)
+    done = trainer_logs.ingest(lake_root, [run])
+    newest = {(r[1], r[2]): r[3] for r in history(lake_root, f"ingest_id = {done.ingest_id}")}
+    assert newest[(8, "eval/accuracy")] == 0.97 and newest[(4, "reward_mean")] == 0.5
 
 
 def test_a_console_log_with_no_metric_line_says_so_once(tmp_path):
