@@ -21,8 +21,8 @@ import duckdb
 import pytest
 
 from pipeline import lake
-from pipeline.sources import files, trainer_logs
-from tests.conftest import LENGTH_COLLAPSE, REAL_RUNS, write_jsonl
+from pipeline.sources import files, trainer_log_lines, trainer_logs
+from tests.conftest import LENGTH_COLLAPSE, REAL_RUNS, grpolens, write_jsonl
 
 UNSLOTH = REAL_RUNS / "unsloth-llama31-8b-grpo-gsm8k"
 STABLE_LOG = REAL_RUNS / "verl-opd-qwen2-3b-stable" / "output.log"
@@ -412,6 +412,31 @@ def test_bad_jsonl_lines_are_skipped_and_reported(tmp_path):
     assert rows[(3, "loss")][7].timestamp() == 1700000000.5 and rows[(1, "loss")][7] is None
     assert rows[(3, "loss")][9] == offsets[6]  # file_offset is the line's byte offset
     assert not trainer_logs.ingest(lake_root, [log]).changed  # bad lines are not read again
+
+
+def test_a_jsonl_log_with_no_step_anywhere_says_so_once_naming_its_step_like_keys(tmp_path):
+    """A JSONL log in a format the reader does not know (no step field in any record) printed one skipped line per
+    record, and the report then said no run was found: one issue now says the file has no step and which of its keys
+    look like one, so the user knows what to map. A stray stepless line in a log of steps stays an issue of its own
+    (test_bad_jsonl_lines_are_skipped_and_reported)."""
+    log = write_jsonl(
+        tmp_path / "run" / "metrics.jsonl",
+        [{"kind": "rollout", "StepIdx": s, "gradient_accumulation_steps": 64, "reward": s / 4} for s in range(3)],
+    )
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [log])
+    assert [(i.kind, i.offset, i.bytes_skipped) for i in report.issues] == [("no_step", 0, log.stat().st_size)]
+    assert report.issues[0].message == (
+        f"none of its 3 records has a step ({trainer_log_lines.NO_STEP_FIELDS}); keys in them that look like one: "
+        "StepIdx, gradient_accumulation_steps; nothing taken from them"
+    )
+    assert history(lake_root) == [] and report.runs_touched == []
+    size = log.stat().st_size
+    with open(log, "a") as fh:  # more of the same: said once more, for what was appended
+        fh.write('{"kind": "eval", "StepIdx": 3, "accuracy": 0.5}\n{"kind": "eval", "StepIdx": 4, "accuracy": 0.6}\n')
+    again = trainer_logs.ingest(lake_root, [log])
+    assert [(i.kind, i.offset) for i in again.issues] == [("no_step", size)]
+    assert again.issues[0].message.startswith(f"none of its 2 records from byte {size} on has a step (")
 
 
 def _trainer_state(steps: int, max_steps: int, kl_at: dict | None = None) -> str:
@@ -981,11 +1006,22 @@ def test_jsonl_step_fields_and_verl_file_logger(tmp_path):
     (folder / "c.jsonl").write_text('{"train/global_step": 9.0, "train/loss": 3.0}\n')
     (folder / "roll.jsonl").write_text('{"actor/pg_loss": 0.2, "system/step": 11}\n')  # ROLL's tracker step
     (folder / "loop.jsonl").write_text('{"iteration": 3, "mean_reward": 0.88}\n')  # a custom trainer's outer loop
+    # none of those: the first key named like a step counter that holds an integer (the CS336 GRPO trainer's
+    # grpo_step before its optimizer_step; a bound such as max_step, or a text, is not the step)
+    write_jsonl(
+        folder / "grpo.jsonl",
+        [
+            {"type": "rollout", "grpo_step": 1, "mean_reward": 0.25},
+            {"grpo_step": 1, "optimizer_step": 4, "loss": 0.5},
+            {"max_step": 40, "rl_step": "2", "train_step": 2, "loss": 0.25},
+        ],
+    )
     lake_root = tmp_path / "lake"
-    trainer_logs.ingest(lake_root, [folder])
+    report = trainer_logs.ingest(lake_root, [folder])
+    assert report.issues == []
     rows = {
-        (run_of(lake_root, name)["name"], r[1], r[2]): r[3]
-        for name in ("verl", "a", "b", "c", "roll", "loop")
+        (run_of(lake_root, name)["name"], r[1], r[2]): r[3] if r[5] is None else r[5]
+        for name in ("verl", "a", "b", "c", "roll", "loop", "grpo")
         for r in history(lake_root, f"run_key = '{run_of(lake_root, name)['run_key']}'")
     }
     assert rows == {
@@ -997,6 +1033,13 @@ def test_jsonl_step_fields_and_verl_file_logger(tmp_path):
         ("c", 9, "train/loss"): 3.0,
         ("roll", 11, "actor/pg_loss"): 0.2,
         ("loop", 3, "mean_reward"): 0.88,
+        ("grpo", 1, "type"): "rollout",
+        ("grpo", 1, "mean_reward"): 0.25,
+        ("grpo", 1, "optimizer_step"): 4,
+        ("grpo", 1, "loss"): 0.5,
+        ("grpo", 2, "max_step"): 40,
+        ("grpo", 2, "rl_step"): "2",
+        ("grpo", 2, "loss"): 0.25,
     }
 
 
@@ -1031,6 +1074,128 @@ def test_a_jsonl_config_record_is_the_runs_config_not_a_skipped_line(tmp_path):
     assert _config_of(lake_root, "typed") == {"lr": 2e-05}
     run = run_of(lake_root, "training_log_mitigated_seed7")
     assert sorted(values_by_step(lake_root, run["run_key"])) == [0, 20] and run["history_rows"] == 2
+
+
+def test_jsonl_records_at_one_step_repeat_no_value_and_evaluations_are_eval_series(tmp_path):
+    """Records that share a step. A recommender's trainer writes an eval record beside its train record at a step,
+    `{"step": 200, "epoch": 1, "eval": true, "ndcg@10": …}`: both carry the epoch, which counted as a second version
+    and duplicate_steps said the run was probably restarted; a value repeated at its step is written once, as a
+    trainer_state.json's epoch is (also when the record comes in the next ingest). The CS336 GRPO trainer types its
+    records, and its eval record's reward overwrote the rollout's, mixing validation into the training reward: an
+    evaluation's record (marked by type, split, phase or mode, or `"eval": true`) has its values under eval/, as the
+    warehouse's eval_summary and the eval/ aliases read them; what says where it was taken (epoch, step counters,
+    `_` keys, the marker) and a key already named as an evaluation's stay as written. Two train records of one step
+    with different values are two versions of them, the last one the step's (as W&B keeps it)."""
+    log = write_jsonl(
+        tmp_path / "logs" / "recsys" / "grpo_capinf.jsonl",
+        [
+            {"step": 190, "epoch": 1, "loss": 0.03, "reward_mean": 0.07},
+            {"step": 200, "epoch": 1, "loss": -0.02, "reward_mean": 0.06},
+            {"step": 200, "epoch": 1, "eval": True, "ndcg@10": 0.022, "recall@10": 0.042},
+        ],
+    )
+    write_jsonl(
+        tmp_path / "logs" / "cs336" / "metrics.jsonl",
+        [
+            {"type": "rollout", "grpo_step": 5, "reward": 0.42, "answer_accuracy": 0.42, "_timestamp": 1.7e9},
+            {"type": "train", "grpo_step": 5, "optimizer_step": 19, "loss": -0.0016, "learning_rate": 4e-05},
+            {"type": "train", "grpo_step": 5, "optimizer_step": 20, "loss": -0.0073, "learning_rate": 4e-05},
+            {
+                "type": "eval",
+                "grpo_step": 5,
+                "optimizer_step": 20,
+                "reward": 0.51,
+                "answer_accuracy": 0.51,
+                "eval_seconds": 44.3,
+                "_timestamp": 1.7e9 + 60,
+            },
+            {"split": "Validation", "grpo_step": 5, "answer_accuracy": 0.49},
+            {"type": "grpo_step_summary", "grpo_step": 5, "optimizer_step": 20, "step_seconds": 106.2},
+        ],
+    )
+    home = tmp_path / "home"
+    lake_root = home / "lake"
+    assert trainer_logs.ingest(lake_root, [tmp_path / "logs"]).issues == []
+    recsys = values_by_step(lake_root, run_of(lake_root, "grpo_capinf")["run_key"])  # asserts one row per key
+    assert {k: v[3] for k, v in recsys[200].items()} == {
+        "epoch": 1,
+        "loss": -0.02,
+        "reward_mean": 0.06,
+        "eval": 1,
+        "eval/ndcg@10": 0.022,
+        "eval/recall@10": 0.042,
+    }
+    rows = [
+        (r[2], r[3] if r[5] is None else r[5])
+        for r in history(lake_root, f"run_key = '{run_of(lake_root, 'cs336')['run_key']}'")
+    ]
+    assert sorted(rows) == sorted(
+        [
+            ("type", "rollout"),
+            ("reward", 0.42),
+            ("answer_accuracy", 0.42),
+            ("_timestamp", 1.7e9),
+            ("type", "train"),
+            ("optimizer_step", 19),
+            ("loss", -0.0016),
+            ("learning_rate", 4e-05),  # written once: the second train record repeats it
+            ("optimizer_step", 20),
+            ("loss", -0.0073),
+            ("type", "eval"),
+            ("eval/reward", 0.51),
+            ("eval/answer_accuracy", 0.51),
+            ("eval_seconds", 44.3),
+            ("_timestamp", 1.7e9 + 60),
+            ("split", "Validation"),
+            ("eval/answer_accuracy", 0.49),
+            ("type", "grpo_step_summary"),
+            ("step_seconds", 106.2),
+        ]
+    )
+
+    # the next evaluation's record arrives in the next ingest, after its step's train record: its epoch is not repeated
+    with open(log, "a") as fh:
+        fh.write(json.dumps({"step": 400, "epoch": 2, "loss": 0.01, "reward_mean": 0.1}) + "\n")
+    trainer_logs.ingest(lake_root, [tmp_path / "logs"])
+    with open(log, "a") as fh:
+        fh.write(json.dumps({"step": 400, "epoch": 2, "eval": True, "ndcg@10": 0.021}) + "\n")
+    trainer_logs.ingest(lake_root, [tmp_path / "logs"])
+    recsys = values_by_step(lake_root, run_of(lake_root, "grpo_capinf")["run_key"])
+    assert recsys[400]["epoch"][3] == 2 and recsys[400]["eval/ndcg@10"][3] == 0.021
+
+    # a log rewritten from its start is read afresh: its first record repeats nothing of the old content's last step
+    again = write_jsonl(tmp_path / "again" / "metrics.jsonl", [{"step": 5, "epoch": 1, "loss": 0.5}])
+    trainer_logs.ingest(tmp_path / "again-lake", [again])
+    write_jsonl(again, [{"step": 5, "epoch": 1, "loss": 0.25, "kl": 0.0}])  # a second training over it, as long
+    restarted = trainer_logs.ingest(tmp_path / "again-lake", [again])
+    assert {(r[2], r[3]) for r in history(tmp_path / "again-lake", f"ingest_id = {restarted.ingest_id}")} == {
+        ("epoch", 1),
+        ("loss", 0.25),
+        ("kl", 0.0),
+    }
+
+    # the warehouse: one version of each recsys value, no restart; the training reward is the rollout's
+    grpolens("refresh", env={"GRPOLENS_HOME": str(home), "GRPOLENS_TRAINER_LOGS": str(tmp_path / "logs")}, check=True)
+    con = duckdb.connect(str(home / "grpolens.duckdb"), read_only=True)
+    try:
+        by_run = "join runs using (run_key) where runs.name = ?"
+        assert con.execute(f"select max(versions) from history {by_run}", ["grpo_capinf"]).fetchall() == [(1,)]
+        flagged = con.execute(
+            f"select anomalies.check_name from anomalies {by_run} and check_name = 'duplicate_steps'", ["grpo_capinf"]
+        )
+        assert flagged.fetchall() == []
+        assert con.execute(f"select key from eval_summary {by_run} order by key", ["grpo_capinf"]).fetchall() == [
+            ("eval/ndcg@10",),
+            ("eval/recall@10",),
+        ]
+        metrics = con.execute(
+            f"select metric, value from metrics {by_run} and metric in ('reward_mean', 'eval_reward')", ["cs336"]
+        )
+        assert sorted(metrics.fetchall()) == [("eval_reward", 0.51), ("reward_mean", 0.42)]
+        loss = con.execute(f"select value, versions from history {by_run} and key = 'loss'", ["cs336"]).fetchall()
+        assert loss == [(-0.0073, 2)]  # sub-steps: the last train record's, and two records said it
+    finally:
+        con.close()
 
 
 def test_ingest_takes_the_source_lock(tmp_path):
@@ -1144,12 +1309,74 @@ def test_a_trainer_state_under_another_name_or_its_bare_log_history_is_read(tmp_
         run_of(tmp_path / "lake", "renamed")["state"] == "finished"
         and run_of(tmp_path / "lake", "renamed")["last_step"] == 3
     )
-    assert run_of(tmp_path / "lake", "bare")["state"] == "running"  # no max_steps to say otherwise, and no end entry
+    # no max_steps, no end entry: a bare log_history cannot tell a run still going from one that crashed, as a JSONL
+    # log cannot (not "running", which said the run was still being written and then that it had crashed)
+    assert run_of(tmp_path / "lake", "bare")["state"] == "unknown"
     # the Trainer's end-of-training entry closes a bare log_history: the training finished
     entries.append({"train_runtime": 671.3, "train_loss": 0.1, "epoch": 1.0, "step": 2})
     (bare / "training_log.json").write_text(json.dumps(entries))
     trainer_logs.ingest(tmp_path / "lake", [tmp_path])
     assert run_of(tmp_path / "lake", "bare")["state"] == "finished"
+
+
+def test_state_files_of_different_names_in_one_folder_are_all_read_as_series_of_the_run(tmp_path):
+    """A custom trainer saves its training steps and its evaluations as two bare log_history lists in one folder
+    (step_stat_history.json, eval_history.json). They were taken for two snapshots of one file and only the newer was
+    read: with the evaluations newer, every training step vanished and the run was HEALTHY with nothing logged.
+    Snapshots are copies of one file (checkpoint-N/trainer_state.json); files of different names are different series
+    of the run: all read, merged by step. The one named as an evaluation's has its keys under eval/, so its accuracy
+    is not taken for the training's at that step."""
+    run = tmp_path / "gsm8k-baseline"
+    run.mkdir()
+    train = [{"step": s, "loss": 0.0, "reward_mean": s / 8, "accuracy": s / 10} for s in range(1, 5)]
+    evals = [{"accuracy": 0.5 + s / 10, "n_problems": 100, "step": s} for s in (2, 4)]
+    (run / "step_stat_history.json").write_text(json.dumps(train, indent=2))
+    (run / "eval_history.json").write_text(json.dumps(evals, indent=2))
+    stat = (run / "step_stat_history.json").stat()
+    os.utime(run / "eval_history.json", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # the evaluations are newer
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [run])
+    assert report.issues == [] and report.files_read == 2
+    info = run_of(lake_root, "gsm8k-baseline")
+    values = values_by_step(lake_root, info["run_key"])
+    assert {s: v["reward_mean"][3] for s, v in values.items()} == {e["step"]: e["reward_mean"] for e in train}
+    assert {s: v["accuracy"][3] for s, v in values.items()} == {e["step"]: e["accuracy"] for e in train}
+    assert {s: v["eval/accuracy"][3] for s, v in values.items() if "eval/accuracy" in v} == {2: 0.7, 4: 0.9}
+    assert {s: v["eval/n_problems"][3] for s, v in values.items() if "eval/n_problems" in v} == {2: 100, 4: 100}
+    assert sorted(info["source_files"]) == sorted(str(p.resolve()) for p in run.glob("*.json"))
+    assert info["state"] == "unknown" and info["last_step"] == 4  # bare lists: no max_steps, no end entry
+
+    # one series grows: the run is reloaded with both
+    evals.append({"accuracy": 0.95, "n_problems": 100, "step": 6})
+    (run / "eval_history.json").write_text(json.dumps(evals))
+    again = trainer_logs.ingest(lake_root, [run])
+    assert again.runs_touched == [info["run_key"]]
+    newest = {(r[1], r[2]): r[3] for r in history(lake_root, f"ingest_id = {again.ingest_id}")}
+    assert newest[(6, "eval/accuracy")] == 0.95 and newest[(4, "reward_mean")] == 0.5
+    assert not trainer_logs.ingest(lake_root, [run]).changed
+
+    # a lake whose cursor still names the one file read before this fix: the series it left out is read
+    state = lake.IngestState.load(lake_root, "trainer_log")
+    [cursor] = state.data["snapshots"].values()
+    cursor["chosen"] = str((run / "eval_history.json").resolve())
+    state.save(state.data["last_ingest_id"])
+    assert trainer_logs.pending_files(lake_root, [run]) != []
+    upgraded = trainer_logs.ingest(lake_root, [run])
+    assert upgraded.runs_touched == [info["run_key"]]
+    newest = {(r[1], r[2]): r[3] for r in history(lake_root, f"ingest_id = {upgraded.ingest_id}")}
+    assert newest[(1, "reward_mean")] == 0.125 and newest[(6, "eval/accuracy")] == 0.95
+    assert not trainer_logs.ingest(lake_root, [run]).changed
+
+    # one series caught mid-rewrite: reported, the run's values stand, and it is read once it is whole
+    whole = json.dumps([*evals, {"accuracy": 0.97, "n_problems": 100, "step": 8}])
+    (run / "eval_history.json").write_text(whole[: len(whole) // 2])
+    caught = trainer_logs.ingest(lake_root, [run])
+    assert [i.kind for i in caught.issues] == ["bad_file"] and caught.runs_touched == []
+    assert not trainer_logs.ingest(lake_root, [run]).changed  # waits for the file to change, does not fall back
+    (run / "eval_history.json").write_text(whole)
+    done = trainer_logs.ingest(lake_root, [run])
+    newest = {(r[1], r[2]): r[3] for r in history(lake_root, f"ingest_id = {done.ingest_id}")}
+    assert newest[(8, "eval/accuracy")] == 0.97 and newest[(4, "reward_mean")] == 0.5
 
 
 def test_a_console_log_with_no_metric_line_says_so_once(tmp_path):

@@ -19,6 +19,19 @@ from pipeline.values import MAX_DEPTH, depth, is_int64, loads_checked, time_us, 
 
 # system/step: ROLL; iteration: custom trainers that count the outer loop of rollouts and updates
 STEP_FIELDS = ("step", "global_step", "_step", "train/global_step", "system/step", "iteration", "iter")
+# A record with none of STEP_FIELDS is at the first of its keys named like a step counter that holds an integer (the
+# CS336 GRPO trainer's `grpo_step`, `train_step`, `rl_step`, `trainer/step`: the names duplicate_steps takes for
+# counters); one whose word names a bound or a mark (`max_step`, `best_step`) is not the record's step.
+_COUNTER_NAME = re.compile(r"(?:^|[/.])(?:(?P<word>[a-z]+)_)?step$")
+_NOT_COUNTERS = frozenset({"max", "min", "total", "num", "n", "best", "last", "next", "target", "warmup"})
+NO_STEP_FIELDS = ", ".join(STEP_FIELDS) + ", or an integer under a name like grpo_step or trainer/step"  # said
+# A record that is an evaluation's says so under one of these keys (or with `"eval": true`): its values are not the
+# training's at that step (the CS336 trainer's `{"type": "eval", "grpo_step": 5, "reward": …}` beside its rollout's
+# `reward`).
+EVAL_MARKERS = ("type", "split", "phase", "mode")
+EVAL_NAMES = frozenset({"eval", "evaluation", "val", "validation", "test"})
+# A key already named as an evaluation's (`eval_loss`, as the HF Trainer writes it, `eval/acc`, verl's `val-core/…`).
+_EVAL_PREFIXED = re.compile(r"(?:eval|evaluation|val|valid|validation|test)(?:[-_/.@]|$)", re.IGNORECASE)
 # The keys a custom trainer writes its settings under in a record of their own at the top of its metric log
 # (`{"type": "config", "argv": [...], "args": {"lr": 2e-05, ...}}`, `{"hparams": {...}}`).
 CONFIG_RECORD_KEYS = ("config", "args", "hparams", "hyperparameters")
@@ -296,14 +309,54 @@ def config_record(obj: dict) -> ConfigRecord | None:
 
 
 class BadLine(ValueError):
-    def __init__(self, kind: str, message: str):
+    def __init__(self, kind: str, message: str, step_like: tuple[str, ...] = ()):
         super().__init__(message)
         self.kind = kind
+        self.step_like = step_like  # of a record with no step: its keys that look like one, for the file's message
+
+
+def counter_name(key: str) -> bool:
+    """Whether a key is named like a step counter (`grpo_step`, `trainer/step`), not a bound or a mark."""
+    found = _COUNTER_NAME.search(key)
+    return found is not None and found.group("word") not in _NOT_COUNTERS
+
+
+def step_field(obj: dict) -> str | None:
+    """The key of a record's step: the first of STEP_FIELDS it has, else the first key in the record's order named
+    like a step counter (counter_name) whose value is an integer (`grpo_step` before `optimizer_step`, as the CS336
+    trainer writes them in every record)."""
+    known = next((f for f in STEP_FIELDS if f in obj), None)
+    if known is not None:
+        return known
+    return next((k for k, v in obj.items() if counter_name(k) and integral(v) is not None), None)
+
+
+def evaluation_values(items: dict, marker: str | None = None) -> dict:
+    """An evaluation's values, named as evaluation series: each key under `eval/` (what eval_summary and the alias
+    seed's `eval/reward`, `eval/accuracy` read), so that it never overwrites the training's value of that key at
+    the same step. As in a trainer_state.json's eval entries (`eval_loss`, beside a plain `epoch`), what says where
+    in training it was taken stays as written: `epoch`, step counters (`optimizer_step`), internal `_` keys and the
+    ``marker`` that made it an evaluation, and so does a key already named as an evaluation's."""
+    return {
+        key
+        if key in (marker, "epoch") or key.startswith("_") or counter_name(key) or _EVAL_PREFIXED.match(key)
+        else f"eval/{key}": value
+        for key, value in items.items()
+    }
+
+
+def evaluation_marker(items: dict) -> str | None:
+    """The key that marks a JSONL record as an evaluation's (EVAL_MARKERS, ``"eval": true``), else None."""
+    if items.get("eval") is True:
+        return "eval"
+    return next(
+        (k for k in EVAL_MARKERS if isinstance(items.get(k), str) and items[k].strip().lower() in EVAL_NAMES), None
+    )
 
 
 def jsonl_row(raw: bytes) -> tuple[int, int | None, dict] | ConfigRecord | None:
     """One JSONL line → (step, ts_us, values), or the run's settings (config_record); None for a blank line;
-    BadLine for anything unusable."""
+    BadLine for anything unusable. An evaluation's record has its values under `eval/` (evaluation_values)."""
     if not raw.strip():
         return None
     try:
@@ -312,18 +365,21 @@ def jsonl_row(raw: bytes) -> tuple[int, int | None, dict] | ConfigRecord | None:
         raise BadLine("bad_line", f"not JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise BadLine("bad_line", f"a JSON {type(obj).__name__}, not an object")
-    step_field = next((f for f in STEP_FIELDS if f in obj), None)
-    step = integral(obj[step_field]) if step_field else None
-    if step is None and step_field:
-        raise BadLine("bad_step", f"{step_field} {shown(obj[step_field])} is not an integer within 64 bits")
+    field = step_field(obj)
+    step = integral(obj[field]) if field else None
+    if step is None and field:
+        raise BadLine("bad_step", f"{field} {shown(obj[field])} is not an integer within 64 bits")
     if step is None and (record := config_record(obj)) is not None:
         return record
     if step is None:
-        raise BadLine("no_step", f"no integer step field ({', '.join(STEP_FIELDS)})")
-    del obj[step_field]  # not a value; the others keep their order
+        step_like = tuple(k for k in obj if re.search("step|iter", k, re.IGNORECASE))
+        raise BadLine("no_step", f"no integer step field ({NO_STEP_FIELDS})", step_like)
+    del obj[field]  # not a value; the others keep their order
     items = obj
     if isinstance(items.get("data"), dict):  # verl's file logger: {"step": N, "data": {...}}
         items = {**{k: v for k, v in items.items() if k != "data"}, **items["data"]}
+    if (marker := evaluation_marker(items)) is not None:
+        items = evaluation_values(items, marker)
     stamp = items.get("_timestamp")
     ts_us = None
     if isinstance(stamp, (int, float)) and not isinstance(stamp, bool):

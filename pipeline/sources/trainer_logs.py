@@ -12,15 +12,28 @@ Formats, and why each is read the way it is:
   ``log_history`` entry is a row at its own ``step`` (train and eval entries at one step have different keys, both
   stay; the ``epoch`` they both repeat is written once); ``file_offset`` is the entry's index. Every other top-level
   key is the run's config. The same holds for any ``*.json`` that is one by its content (a trainer state saved as
-  ``training_logs.json``, or its ``log_history`` list on its own, as public TRL projects publish them).
+  ``training_logs.json``, or its ``log_history`` list on its own, as public TRL projects publish them). Snapshots
+  are copies of one file, under one name: files of different names in a run's folder are different series of the
+  run (a custom trainer's ``step_stat_history.json`` and ``eval_history.json``), each read (its newest snapshot) and
+  merged by step, ``file_offset`` counting entries on across them in path order; the keys of one named as an
+  evaluation's (``eval``, ``val``, ``validation``, ``test`` in its name) go under ``eval/``, as a JSONL
+  evaluation record's.
 - **JSONL metric logs** (``*.jsonl``, ``origin = "jsonl"``): one object per line with a step field (``step``,
   ``global_step``, ``_step``, ``train/global_step`` or ROLL's ``system/step``, first found wins and is not stored
-  as a value), including
+  as a value; without any, the first key named like a step counter that holds an integer, the CS336 GRPO trainer's
+  ``grpo_step``, trainer_log_lines.step_field), including
   verl's file logger ``{"step": N, "data": {...}}``. Keys are kept as the file writes them (a nested dict value is
-  spread over ``key.sub`` keys by the lake's decoder, as for W&B). ``_timestamp`` (seconds, as W&B writes it) gives
+  spread over ``key.sub`` keys by the lake's decoder, as for W&B), except in an evaluation's record (``"type"``,
+  ``"split"``, ``"phase"`` or ``"mode"`` ``eval``/``val``/``validation``/``test``, or ``"eval": true``): its values go
+  under ``eval/`` (trainer_log_lines.evaluation_values), so they never overwrite the training's at that step. A
+  record that repeats a value another record of its step wrote (train and eval records both carry the ``epoch``)
+  does not write it again, as a trainer_state.json's entries do not; one that writes a key again with another value
+  (several train records of one step) is a second version, the last one the step's value, as W&B keeps it.
+  ``_timestamp`` (seconds, as W&B writes it) gives
   the row's time. A stepless record of settings (``{"type": "config", "args": {...}}``,
   trainer_log_lines.config_record) is the run's config. A bad line is skipped and reported (``bad_line``/``no_step``
-  with its byte offset), never fatal.
+  with its byte offset), never fatal; a read of a log none of whose records has a step is one ``no_step`` issue
+  naming the keys that look like one.
 - **Console logs** (``*.log``, ``*.txt``, ``*.out``, or any text file named on its own rather than found in a
   folder), read where that is all there is (not next to the run's
   ``trainer_state.json``, which holds the same entries unrounded). Only two kinds of line mean anything; the rest
@@ -88,8 +101,9 @@ file is read again when its size or mtime changes (one stat per ingest); one tha
 config record) wins over the file's key of the same name.
 
 State. ``trainer_state``: ``finished`` when ``global_step`` reached ``max_steps`` (or the Trainer recorded
-``should_training_stop``), else ``running``. A JSONL or console log cannot tell a finished run from a crashed or a
-live one: its state is ``unknown``, except a ``console_trl`` launch that printed its end-of-training dict
+``should_training_stop``, or a log_history ends with the end-of-training entry), else ``running``; a log_history list
+on its own (no ``max_steps``) is ``unknown``, as a JSONL log. A JSONL or console log cannot tell a finished run from a
+crashed or a live one: its state is ``unknown``, except a ``console_trl`` launch that printed its end-of-training dict
 (``finished``: a launch before another always is, the last one only once its own came); ``heartbeat_at`` is the
 file's mtime, the last time the trainer wrote to it.
 """
@@ -111,6 +125,8 @@ from pipeline.secrets import redact
 from pipeline.sources import files
 from pipeline.sources.files import FileIssue, IngestReport, failed_file
 from pipeline.sources.trainer_log_lines import (
+    EVAL_NAMES,
+    NO_STEP_FIELDS,
     BadLine,
     ConfigRecord,
     KvLine,
@@ -118,6 +134,7 @@ from pipeline.sources.trainer_log_lines import (
     complete_lines,
     dict_line,
     embedded_dict,
+    evaluation_values,
     integral,
     jsonl_row,
     kv_line,
@@ -222,7 +239,8 @@ class SnapshotPlan:
 
 
 def snapshots_changed(snapshots: dict[str, list[Path]], cursors: dict) -> tuple[list[SnapshotPlan], list[FileIssue]]:
-    """Runs whose snapshots changed (or whose chosen snapshot disappeared): one stat per snapshot file."""
+    """Runs whose snapshots changed (or whose chosen snapshot disappeared, or a series was left unread): one stat per
+    snapshot file."""
     plans, unreadable = [], []
     for run_dir, paths in snapshots.items():
         known = cursors.get(run_dir, {}).get("files", {})
@@ -236,8 +254,10 @@ def snapshots_changed(snapshots: dict[str, list[Path]], cursors: dict) -> tuple[
             old = known.get(str(path))
             if old is None or (old["size"], old["mtime_ns"]) != signatures[str(path)]:
                 changed.append(str(path))
-        chosen = cursors.get(run_dir, {}).get("chosen")
-        if changed or (chosen is not None and chosen not in signatures):
+        chosen = _chosen(cursors.get(run_dir, {}))
+        # a file of a name none of the chosen has was never read (a cursor saved when one file hid the others)
+        readable = {Path(p).name for p, f in known.items() if p in signatures and not f.get("rejected")}
+        if changed or any(path not in signatures for path in chosen) or readable - {Path(p).name for p in chosen}:
             plans.append(SnapshotPlan(run_dir, signatures, changed))
     return plans, unreadable
 
@@ -405,7 +425,11 @@ class TrainerLogIngest:
     # -- trainer_state.json
 
     def _read_snapshots(self, plan: SnapshotPlan, cursor: dict | None) -> dict:
-        """Pick the newest snapshot of one run (parsing only new or rewritten files) and reload the run from it."""
+        """Pick the newest snapshot of each of a run's state files (parsing only new or rewritten files) and reload
+        the run from them. Snapshots are copies of one file, saved under one name (``checkpoint-N/trainer_state.json``):
+        the one with the highest ``global_step`` wins. Files of other names in the run's folder are other series of
+        the run (a custom trainer's ``step_stat_history.json`` and ``eval_history.json``): each is read, none hides
+        another."""
         known = (cursor or {}).get("files", {})
         files: dict[str, dict] = {}
         parsed: dict[str, dict] = {}
@@ -420,23 +444,33 @@ class TrainerLogIngest:
                 parsed[path] = doc
                 self.report.files_read += 1
             files[path] = {"size": size, "mtime_ns": mtime_ns, "global_step": step, "rejected": not ok}
-        previous = (cursor or {}).get("chosen")
+        previous = _chosen(cursor or {})
         run_dir = Path(plan.run_dir)
         run_key = (cursor or {}).get("run_key") or run_key_for(_project(run_dir.parent), run_id_for(plan.run_dir))
-        if previous in files and files[previous]["rejected"]:  # caught mid-rewrite: wait for it, do not fall back
-            return {"run_key": run_key, "files": files, "chosen": previous}
-        candidates = [p for p, f in files.items() if not f["rejected"]]
-        chosen = max(candidates, key=lambda p: (files[p]["global_step"] or -1, files[p]["mtime_ns"]), default=None)
-        new_cursor = {"run_key": run_key, "files": files, "chosen": chosen}
-        if chosen is None or (chosen == previous and chosen not in plan.changed):
+        snapshots: dict[str, list[str]] = {}
+        for path in (p for p, f in files.items() if not f["rejected"]):
+            snapshots.setdefault(Path(path).name, []).append(path)
+        newest = {
+            name: max(paths, key=lambda p: (files[p]["global_step"] or -1, files[p]["mtime_ns"]))
+            for name, paths in snapshots.items()
+        }
+        waiting = {Path(p).name: p for p in previous if files.get(p, {}).get("rejected")}
+        new_cursor = {"run_key": run_key, "files": files, "chosen": sorted({**newest, **waiting}.values())}
+        if waiting:  # caught mid-rewrite: wait for it, do not fall back to an older snapshot; the run's values stand
+            return new_cursor
+        chosen = new_cursor["chosen"]
+        if not chosen or (chosen == previous and not set(chosen) & set(plan.changed)):
             return new_cursor  # an older snapshot changed, or none can be read: the run's values stand
-        doc = parsed.get(chosen)
-        if doc is None:  # the chosen one is unchanged but was not chosen before (the newer one vanished)
-            doc = self._load_state_file(Path(chosen), files[chosen]["size"])
-            if doc is None:
-                return {**new_cursor, "chosen": previous}
-            self.report.files_read += 1
-        self._load_trainer_state(Path(chosen), doc, run_key, run_dir, files[chosen]["mtime_ns"])
+        docs = []
+        for path in chosen:
+            doc = parsed.get(path)
+            if doc is None:  # unchanged, but not chosen before (a newer one vanished) or beside one that changed
+                doc = self._load_state_file(Path(path), files[path]["size"])
+                if doc is None:
+                    return {**new_cursor, "chosen": previous}
+                self.report.files_read += 1
+            docs.append((Path(path), doc, files[path]["mtime_ns"]))
+        self._load_trainer_state(docs, run_key, run_dir)
         return new_cursor
 
     def _load_state_file(self, path: Path, size: int) -> dict | None:
@@ -460,7 +494,10 @@ class TrainerLogIngest:
             return None
         return doc
 
-    def _load_trainer_state(self, path: Path, doc: dict, run_key: str, run_dir: Path, mtime_ns: int) -> None:
+    def _load_trainer_state(self, docs: list[tuple[Path, dict, int]], run_key: str, run_dir: Path) -> None:
+        """Reload a run from its state files (path, document, mtime_ns), their entries merged by step: the
+        ``file_offset`` of an entry is its index counted on across the files, in path order, so the last file's value
+        wins where two give one key at one step."""
         info = self._run(
             run_key,
             project=_project(run_dir.parent),
@@ -471,8 +508,33 @@ class TrainerLogIngest:
         previous_last = info.last_step
         info.reset_history()
         info.source_files = []
-        info.touch(path, mtime_ns)
+        info.config = {}
         written: dict[tuple[int, str], Any] = {}
+        first = 0
+        for path, doc, mtime_ns in docs:
+            info.touch(path, mtime_ns)
+            self._state_entries(info, path, doc, written, first)
+            first += len(doc["log_history"])
+            info.config.update(self._state_config(path, doc))
+        info.config = finite(redact(info.config))
+        # a bare log_history (no max_steps) cannot tell a run still going from one that crashed, as a JSONL log cannot
+        if any(_finished(doc) for _path, doc, _mtime in docs):
+            info.state = "finished"
+        elif any(_positive(doc.get("max_steps")) for _path, doc, _mtime in docs):
+            info.state = "running"
+        else:
+            info.state = "unknown"
+        if previous_last is not None and (info.last_step is None or info.last_step < previous_last):
+            self.report.notes.append(
+                f"{docs[0][0] if len(docs) == 1 else run_dir}: history now ends at step {info.last_step}, earlier it "
+                f"reached {previous_last} (training restarted in the same folder?); values after it stay in the lake"
+            )
+
+    def _state_entries(self, info: RunInfo, path: Path, doc: dict, written: dict, first: int) -> None:
+        """A state file's log_history entries, each at its step (``first``: the file_offset of its first entry). A
+        file named as an evaluation's (``eval_history.json``) holds evaluation series: its keys go under `eval/`, as
+        a JSONL evaluation record's (trainer_log_lines.evaluation_values), and never overwrite the training's."""
+        evaluation = bool(EVAL_NAMES & set(re.split(r"[^a-z]+", path.stem.lower())))
         for index, entry in enumerate(doc["log_history"]):
             self.report.records += 1
             step = integral(entry.get("step")) if isinstance(entry, dict) else None
@@ -492,21 +554,23 @@ class TrainerLogIngest:
                     )
                 )
                 continue
+            values = {k: v for k, v in entry.items() if k != "step"}
+            if evaluation:
+                values = evaluation_values(values)
             # Train, eval and end-of-training entries at one step all repeat `epoch`: one value, not a repeated step.
-            items = {
-                k: v
-                for k, v in entry.items()
-                if k != "step" and not ((step, k) in written and _same(written[(step, k)], v))
-            }
+            items = {k: v for k, v in values.items() if not ((step, k) in written and _same(written[(step, k)], v))}
             written.update(((step, k), v) for k, v in items.items())
             try:
-                self._emit(info, step, None, index, items)
+                self._emit(info, step, None, first + index, items)
             except Exception as exc:  # one entry no reader anticipated: skipped and said
                 self.report.issues.append(
                     FileIssue(
                         str(path), 0, 0, "bad_entry", f"log_history[{index}] not usable: {type(exc).__name__}: {exc}"
                     )
                 )
+
+    def _state_config(self, path: Path, doc: dict) -> dict:
+        """The keys of a state file that configure the run (not STATE_BOOKKEEPING)."""
         config = {}
         for key, value in doc.items():
             if key in STATE_BOOKKEEPING:
@@ -519,13 +583,7 @@ class TrainerLogIngest:
                 )
                 continue
             config[key] = value
-        info.config = finite(redact(config))
-        info.state = "finished" if _finished(doc) else "running"
-        if previous_last is not None and (info.last_step is None or info.last_step < previous_last):
-            self.report.notes.append(
-                f"{path}: history now ends at step {info.last_step}, earlier it reached {previous_last} "
-                "(training restarted in the same folder?); values after it stay in the lake"
-            )
+        return config
 
     # -- append-only logs
 
@@ -587,6 +645,8 @@ class TrainerLogIngest:
         """Read a log's complete lines from its cursor's offset; returns the offset read up to."""
         read_line = self._jsonl_line if kind == "jsonl" else self._console_line
         end = cursor["offset"]
+        issues, values = len(self.report.issues), self.buffer.total
+        self.step_like: dict[str, None] = {}  # of the records read without a step: their keys that look like one
         for offset, raw in complete_lines(fh, cursor["offset"], size, finished, kind):
             end = min(offset + len(raw) + 1, size)  # a quiet file's last line may have no newline
             self.report.records += 1
@@ -604,7 +664,31 @@ class TrainerLogIngest:
                         f"line not usable: {type(exc).__name__}: {exc}",
                     )
                 )
+        if kind == "jsonl" and self.buffer.total == values:
+            self._no_step_at_all(path, cursor["offset"], end, issues)
         return end
+
+    def _no_step_at_all(self, path: Path, start: int, end: int, first_issue: int) -> None:
+        """A JSONL log none of whose records read has a step, in a format the reader does not know: one issue that
+        says so and names the keys that look like a step, not one per record (a trainer's 249 records were 249
+        identical lines and then 'no run found')."""
+        stepless = [i for i in self.report.issues[first_issue:] if i.kind == "no_step" and i.path == str(path)]
+        if len(stepless) < 2:
+            return
+        ids = {id(i) for i in stepless}
+        self.report.issues[first_issue:] = [i for i in self.report.issues[first_issue:] if id(i) not in ids]
+        where = f" from byte {start} on" if start else ""
+        seen = ", ".join(self.step_like) if self.step_like else "none"
+        self.report.issues.append(
+            FileIssue(
+                str(path),
+                stepless[0].offset,
+                end - stepless[0].offset,
+                "no_step",
+                f"none of its {len(stepless)} records{where} has a step ({NO_STEP_FIELDS}); keys in them that look "
+                f"like one: {seen}; nothing taken from them",
+            )
+        )
 
     def _restart(self, cursor: dict, why: str) -> None:
         """Read a log again from its start, and from its first launch: the values of its runs from earlier ingests
@@ -612,7 +696,7 @@ class TrainerLogIngest:
         lacks do not linger, and whether a launch finished is what the new content says."""
         self.report.notes.append(f"{why}; reading it again from the start")
         runs = _log_runs(cursor)
-        cursor.update(offset=0, format=None, ordinal=0, kv=None, bar=None, run_key=runs[0], launches=[])
+        cursor.update(offset=0, format=None, ordinal=0, kv=None, bar=None, at_step=None, run_key=runs[0], launches=[])
         for run_key in runs:
             if run_key is not None and (run_key in self.runs or run_key in self.touched):
                 info = self._run(run_key)
@@ -634,6 +718,7 @@ class TrainerLogIngest:
             row = jsonl_row(raw)
         except BadLine as exc:
             self.report.issues.append(FileIssue(str(path), offset, len(raw) + 1, exc.kind, str(exc)))
+            self.step_like.update(dict.fromkeys(exc.step_like))
             return
         if isinstance(row, ConfigRecord):  # the run's settings, as a config file beside the log gives them
             self._log_run(path, cursor, "jsonl").config.update(row.settings)
@@ -651,7 +736,7 @@ class TrainerLogIngest:
                         "1-9999; the row is kept without a time",
                     )
                 )
-            self._emit(self._log_run(path, cursor, "jsonl"), step, ts_us, offset, items)
+            self._emit(self._log_run(path, cursor, "jsonl"), step, ts_us, offset, _not_repeated(cursor, step, items))
 
     def _console_dict(self, path: Path, offset: int, values: dict, cursor: dict, before: str = "") -> None:
         """One of the HF Trainer's printed log dicts: at its `step`, else at the step its progress bar counted on its
@@ -893,8 +978,41 @@ def _kv_step(state: dict, line: KvLine) -> int:
     return base + line.step
 
 
+def _not_repeated(cursor: dict, step: int, items: dict) -> dict:
+    """A JSONL record's values less those another record at its step wrote with the same value: train and eval
+    records at one step both carry the `epoch`, written once, as a trainer_state.json's entries (a repeat counted as a
+    second version of the value, which duplicate_steps took for a restarted run). A key written again with another
+    value is another version (the last wins). The records of a step come together: the cursor remembers the last
+    step's scalar values (``at_step``), so a record of that step in the next ingest is compared too."""
+    last = cursor.get("at_step")
+    seen = dict(last[1]) if last and last[0] == step else {}  # a copy: the cursor the ingest started from stays
+    fresh = {k: v for k, v in items.items() if not (k in seen and _same(seen[k], v))}
+    seen.update((k, v) for k, v in fresh.items() if _remembered(v))
+    cursor["at_step"] = [step, seen]
+    return fresh
+
+
+def _remembered(value: Any) -> bool:
+    """Whether ``_not_repeated`` keeps a value in the cursor file: a scalar strict JSON holds, not a text or
+    structure that would make the cursor as large as the records."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or isinstance(value, (bool, int)) or (isinstance(value, str) and len(value) <= 256)
+
+
 def _same(a: Any, b: Any) -> bool:
     return type(a) is type(b) and (a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b)))
+
+
+def _chosen(cursor: dict) -> list[str]:
+    """The state files a run was last read from (a cursor written before a run's series were all read holds one)."""
+    chosen = cursor.get("chosen")
+    return [chosen] if isinstance(chosen, str) else list(chosen or [])
+
+
+def _positive(value: Any) -> bool:
+    number = integral(value)
+    return number is not None and number > 0
 
 
 def _finished(doc: dict) -> bool:
