@@ -639,6 +639,57 @@ def test_a_dict_broken_anywhere_is_joined_and_one_that_never_ends_is_an_issue(tm
     assert not trainer_logs.ingest(lake_root, [log]).changed  # said once
 
 
+def _ppo_step(step: int, value: str) -> str:
+    """One step of a hand-written PPO on Apple MPS as its console shows it: a sampled completion (its markdown
+    bullets and all), the step's stats as a printed dict of torch tensors (``value`` is the reward's), then its own
+    summary line."""
+    return (
+        "**3. Calculate the total cost of the sweaters:**\n"
+        "* Number of sweaters: 4\n"
+        "* Dogs: 80\n"
+        f"{{'prompt_id_length': 98, 'tokens_shape': (8, 338), 'truncated': [False, True], 'ratio_mean': "
+        f"tensor(1.0001, device='mps:0', grad_fn=<DivBackward0>), 'reward_mean': {value}, "
+        f"'policy_loss': -0.0014, 'value_loss': 0.0359}}\n"
+        f"Step: {step} | Loss: -0.0011 | KL: -0.0002\n"
+        "Average Critic Gradient Magnitude: 0.0000571418\n"
+    )
+
+
+def test_a_printed_dict_of_tensors_with_their_grad_fn_is_read(tmp_path):
+    """A tensor computed with gradients prints `grad_fn=<DivBackward0>` among its keyword arguments, which no Python
+    literal holds: the dict was reported once as one "that does not end", and the file, read for its `Step: N | …`
+    lines instead, lost every later dict without a word (reward_mean never reached the lake) and took the bullets
+    of the completions printed between the steps (`* Number of sweaters: 4`) as metrics. The wrapper's value is the
+    number, and the file's metric lines are its dicts."""
+    log = tmp_path / "ppo" / "ppo_20251228_2.log"
+    log.parent.mkdir()
+    log.write_text(
+        "=== Epoch 1/10 ===\n"
+        + _ppo_step(1, "tensor(-0.0008, device='mps:0')")
+        + _ppo_step(2, "tensor(0.25, device='mps:0', dtype=torch.bfloat16, grad_fn=<MeanBackward0>)")
+        + _ppo_step(3, "tensor(0.5, device='mps:0', grad_fn=<DivBackward0>)")
+    )
+    lake_root = tmp_path / "lake"
+    assert trainer_logs.ingest(lake_root, [log]).issues == []
+    run = run_of(lake_root, "ppo_20251228_2")
+    got = values_by_step(lake_root, run["run_key"])
+    assert run["origin"] == "console_trl" and json.loads(run["config"]) == {"step_source": "ordinal"}
+    assert {step: (row["reward_mean"][3], row["ratio_mean"][3]) for step, row in got.items()} == {
+        1: (-0.0008, 1.0001),
+        2: (0.25, 1.0001),
+        3: (0.5, 1.0001),
+    }
+    assert set(got[1]) == {
+        "prompt_id_length",
+        "tokens_shape",
+        "truncated",
+        "ratio_mean",
+        "reward_mean",
+        "policy_loss",
+        "value_loss",
+    }
+
+
 def test_trl_dict_lines_with_a_step_use_it(tmp_path):
     log = tmp_path / "train_rank0.log"
     log.write_text("{'loss': 0.5, 'step': 10}\n{'eval_loss': 0.7, 'step': 10}\n{'loss': 0.4, 'step': 20}\n")

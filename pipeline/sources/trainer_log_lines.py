@@ -87,10 +87,17 @@ class _Literals(ast.NodeTransformer):
         return node
 
 
+# A repr in angle brackets as a keyword argument of a printed call, outside the quoted strings: torch's
+# `tensor(1.0001, device='mps:0', grad_fn=<DivBackward0>)` of a value computed with gradients.
+_ANGLE_ARGUMENT = re.compile(r"""('(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")|(?<=\w=)<[^<>'"\n]*>""")
+
+
 def dict_line(line: str) -> dict | None:
     """A whole line that is one dict literal with at least one number (the HF Trainer's per-step log), else None."""
     if not (line.startswith("{") and line.endswith("}")):
         return None
+    if "=<" in line:  # no Python syntax: a placeholder the wrapper's unwrapping drops with its other keywords
+        line = _ANGLE_ARGUMENT.sub(lambda found: found.group(1) or "None", line)
     try:
         parsed = ast.literal_eval(_Literals().visit(ast.parse(line, mode="eval")).body)
     except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):

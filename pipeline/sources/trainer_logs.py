@@ -27,7 +27,8 @@ Formats, and why each is read the way it is:
   (tqdm bars, pretty-printed dicts spread over lines, warnings, checkpoint messages) is ignored. A file's first
   such line fixes its format:
   ``console_trl``: a whole line that is one Python dict literal, as the HF Trainer prints per logging step
-  (``nan``/``inf``, numpy/torch scalar wrappers and numeric strings are read as numbers), or such a line a terminal
+  (``nan``/``inf``, numpy/torch scalar wrappers, ``tensor(0.5, device='cuda:0', grad_fn=<MeanBackward0>)`` too,
+  and numeric strings are read as numbers), or such a line a terminal
   capture hard-wrapped at its width: pieces as wide as the first (within a column) are joined until the dict is
   whole (the last piece of any width, so a dict a newline broke once anywhere, inside a key too, is joined), and
   one whose last piece is not written yet is read at the next ingest. The start of a metric dict (a brace and two
