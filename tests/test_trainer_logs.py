@@ -690,6 +690,32 @@ def test_a_printed_dict_of_tensors_with_their_grad_fn_is_read(tmp_path):
     }
 
 
+def test_printed_metric_dicts_no_reader_can_read_are_each_said_and_keep_the_file_theirs(tmp_path):
+    """A printed dict that is whole but no Python literal (an object's default repr among its values) is said, each
+    one, not only the first: it is one of the file's metric lines, so the `key: value` lines around it (the
+    trainer's step summary, the bullets of a printed completion) do not become the file's metrics instead, and the
+    readable dicts after it keep their ordinals."""
+    sampler = "<torch.utils.data.RandomSampler object at 0x7f3a2c1b9d60>"
+    log = tmp_path / "ppo" / "train.log"
+    log.parent.mkdir()
+    steps = [
+        _ppo_step(1, "0.1").replace("'value_loss'", f"'sampler': {sampler}, 'value_loss'"),
+        _ppo_step(2, "0.2").replace("'value_loss'", f"'sampler': {sampler}, 'value_loss'"),
+        _ppo_step(3, "0.3"),
+    ]
+    log.write_text("".join(steps))
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [log])
+    text = log.read_text()
+    starts = [m.start() for m in re.finditer(r"^\{", text, re.MULTILINE)]
+    assert [(i.kind, i.offset) for i in report.issues] == [("bad_line", starts[0]), ("bad_line", starts[1])]
+    assert all("no Python literal" in i.message for i in report.issues), report.issues
+    run = run_of(lake_root, "ppo")
+    got = values_by_step(lake_root, run["run_key"])
+    assert run["origin"] == "console_trl" and {step: row["reward_mean"][3] for step, row in got.items()} == {3: 0.3}
+    assert not {"loss", "kl", "number_of_sweaters", "dogs"} & set(got[3])
+
+
 def test_trl_dict_lines_with_a_step_use_it(tmp_path):
     log = tmp_path / "train_rank0.log"
     log.write_text("{'loss': 0.5, 'step': 10}\n{'eval_loss': 0.7, 'step': 10}\n{'loss': 0.4, 'step': 20}\n")

@@ -32,7 +32,9 @@ Formats, and why each is read the way it is:
   capture hard-wrapped at its width: pieces as wide as the first (within a column) are joined until the dict is
   whole (the last piece of any width, so a dict a newline broke once anywhere, inside a key too, is joined), and
   one whose last piece is not written yet is read at the next ingest. The start of a metric dict (a brace and two
-  numeric pairs) whose rest never comes is a ``bad_line`` issue, never lost without a word. The step is the dict's
+  numeric pairs) whose rest never comes, or a whole one that is no Python literal, is a ``bad_line`` issue, each
+  one, never lost without a word; it is still one of the file's metric lines (it fixes the format, so the
+  ``key: value`` lines around it are not read instead, and takes its ordinal). The step is the dict's
   ``step`` if it has one, else the count of the train progress bar drawn before it on its line (TRL's console:
   ``5/100 [26:14<…]{'loss': …}`` is step 5; ``step_source: "progress_bar"``, _bar_step, while the counts keep to the
   Trainer's logging grid: a block-buffered output prints its dicts in bursts after the bar ran ahead, and such a log
@@ -565,7 +567,7 @@ class TrainerLogIngest:
                     cursor.pop("wrap", None)
                     end = self._read_lines(fh, path, cursor, size, finished, kind)
                 if (wrap := cursor.pop("wrap", None)) is not None and finished:  # its last piece will not come
-                    self._dict_not_read(path, wrap, "the file ends before it does")
+                    self._dict_not_read(path, wrap, "the file ends before it does", cursor)
                 elif wrap is not None:  # its last piece is not written yet
                     end = wrap[0]
                 cursor.update(files.fingerprint(fh, end))
@@ -699,12 +701,20 @@ class TrainerLogIngest:
             f"read as run {info.name!r} ({info.run_key})"
         )
 
-    def _dict_not_read(self, path: Path, wrap: list, why: str) -> None:
-        """The start of a printed dict that never came whole: a metric dict is an issue, never silently lost (a
-        config printed over lines is no metric dict and stays ignored, as every other line is)."""
+    def _dict_not_read(self, path: Path, wrap: list, why: str, cursor: dict) -> None:
+        """A printed dict that never came whole, or whole but no Python literal: a metric dict is an issue, never
+        silently lost (a config printed over lines is no metric dict and stays ignored, as every other line is). It
+        is still one of the file's metric lines: it makes the file a ``console_trl`` log, so that each later dict is
+        read or said rather than passed over for the ``key: value`` lines around it, and it takes its ordinal, so
+        that the dicts after it keep their steps."""
         if opens_metric_dict(wrap[1]):
-            message = f"a printed metric dict that does not end ({why}): not read: {shown(wrap[1])}"
+            if wrap[1].rstrip().endswith("}"):
+                message = f"a printed metric dict that is no Python literal: not read: {shown(wrap[1])}"
+            else:
+                message = f"a printed metric dict that does not end ({why}): not read: {shown(wrap[1])}"
             self.report.issues.append(FileIssue(str(path), wrap[0], len(wrap[1].encode()), "bad_line", message))
+            cursor["format"] = "console_trl"
+            cursor["ordinal"] += 1
 
     def _console_line(self, path: Path, offset: int, raw: bytes, cursor: dict) -> None:
         whole = raw.decode("utf-8", errors="replace").rstrip("\r")
@@ -722,7 +732,8 @@ class TrainerLogIngest:
                 if joined[1] is not None:
                     self._console_dict(path, joined[0], joined[1], cursor, pending[4])
                 return
-            self._dict_not_read(path, pending, "the line after it does not complete it")
+            self._dict_not_read(path, pending, "the line after it does not complete it", cursor)
+            fmt = cursor["format"]  # a metric dict, even one not read, made the file a console_trl log
         if fmt in (None, "console_verl") and line.startswith("step:"):
             parsed = verl_line(line, cut=len(whole) >= CONSOLE_CUT)
             if parsed is not None and parsed[1]:
