@@ -1332,6 +1332,34 @@ def test_a_value_on_a_line_of_its_own_belongs_to_the_step_line_before_it(tmp_pat
     assert got[1]["act_loss"][3] == 0.30 and not {"x", "test_index"} & set(got[1])
 
 
+def test_a_line_of_pairs_after_a_bullet_or_a_label_is_no_value_of_the_step_before(tmp_path):
+    """A hand-written trainer prints sampled completions between its step lines: their markdown bullets
+    (`* Number of sweaters: 4`, `- Dogs: 80`) became values of the step before (`number_of_sweaters`, `dogs`), as did
+    the `Config: steps=50, lr=5e-06, …` line a driver prints before its next launch. A line of values is nothing but
+    its pairs; its indentation is no text."""
+    log = tmp_path / "ppo" / "train.log"
+    log.parent.mkdir()
+    log.write_text(
+        "Config: steps=3, groups=8, lr=5e-06, eps=0.2\n"
+        "Step: 1 | Loss: -0.0011 | KL: -0.0002\n"
+        "Average Critic Gradient Magnitude: 0.0000571418\n"
+        "**Calculate the total cost:**\n"
+        "* Number of sweaters: 4\n"
+        "   - Dogs: 80\n"
+        "2. Frogs: 160\n"
+        "Step: 2 | Loss: 0.0003 | KL: -0.0005\n"
+        "    average critic gradient magnitude: 0.0000295349\n"
+        "Config: steps=3, groups=8, lr=5e-06, eps=0.2\n"
+    )
+    lake_root = tmp_path / "lake"
+    assert trainer_logs.ingest(lake_root, [log]).issues == []
+    got = values_by_step(lake_root, run_of(lake_root, "ppo")["run_key"])
+    assert {step: {k: v[3] for k, v in row.items()} for step, row in got.items()} == {
+        1: {"loss": -0.0011, "kl": -0.0002, "average_critic_gradient_magnitude": 0.0000571418},
+        2: {"loss": 0.0003, "kl": -0.0005, "average_critic_gradient_magnitude": 0.0000295349},
+    }
+
+
 def test_a_step_counted_out_of_its_total_beside_an_outer_loop_is_the_step(tmp_path):
     """A GRPO written from scratch (a textbook's notebook) prints `Iteration 1/1, Step 37/500, GRPO iter 1/1,
     loss: 0.0004` with its average reward on a line of its own: the step is the one counted out of 500, not the

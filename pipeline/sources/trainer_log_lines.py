@@ -250,12 +250,14 @@ def kv_line(line: str) -> KvLine | None:
 
 def kv_trailing(line: str) -> dict[str, int | float] | None:
     """Values printed on a line of their own, without a step (DeepSpeed-Chat's ``average reward score: -0.68`` under
-    its ``epoch: 0|step: 0|…`` line): the pairs, when from the first of them to the end the line holds nothing else;
-    else None. A step or an epoch on the line, prose around a number (``Attempted loss scale: 65536, reducing to
-    32768``), a unit (``latency=7.99s``) or an assignment spaced as code and mathematics write it (``x = 8``,
-    ``test_index = 1`` in a completion the trainer prints) make it no such line."""
+    its ``epoch: 0|step: 0|…`` line): the pairs, when the line holds nothing else (but its indentation); else None. A
+    step or an epoch on the line, prose around a number (``Attempted loss scale: 65536, reducing to 32768``), a
+    unit (``latency=7.99s``), an assignment spaced as code and mathematics write it (``x = 8``, ``test_index = 1``
+    in a completion the trainer prints), or anything before the first pair make it no such line: a markdown bullet
+    in a printed completion (``* Number of sweaters: 4``) is prose, and a label (``Config: steps=50, lr=5e-06``) says
+    what the pairs are, the settings of a launch rather than values of the step before."""
     found = list(_KV_PAIR.finditer(line))
-    if not found or _KV_PAIR.sub("", line[found[0].start() :]).strip(" \t,|;"):
+    if not found or line[: found[0].start()].strip() or _KV_PAIR.sub("", line[found[0].start() :]).strip(" \t,|;"):
         return None
     if any(_SPACED_ASSIGNMENT.search(match.group(0)) for match in found):
         return None
