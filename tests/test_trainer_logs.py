@@ -1007,6 +1007,141 @@ def test_a_log_read_across_the_start_of_its_next_launch_reads_as_one_whole_read(
     assert _lake_rows(lake_root) == whole
 
 
+def _ablation_arm(name: str, reward: float, steps: list[int]) -> str:
+    """One arm of an ablation driver that runs a hand-written GRPO trainer once per arm, its console tee'd to one
+    file: the arm's settings, a step line per step (``steps``, as the trainer counted them), its end."""
+    return (
+        f"[ablation] Starting '{name}'\n"
+        "Config: steps=3, groups=8, G=8, lr=5e-06, eps=0.2, mu=1, max_tokens=1024, temp=1.0\n"
+        + "".join(
+            f"[Step {s}/3] loss=0.0000 grad=0.16 clip=0.000 | reward={round(reward + s / 100, 2)} (std=0.459) | "
+            f"accuracy=0.297 | t_roll=2.9s t_train=5.0s\n"
+            for s in steps
+        )
+        + f"Training complete. Final model saved to: runs/{name}/final_model\n"
+        f"Summary: accuracy=0.2281 best=0.3281@step3 reward={reward}\n"
+    )
+
+
+# Three arms in one file; the second resumed from its checkpoint of step 1 after its step 2 (a resume: the same run).
+ABLATION = (
+    _ablation_arm("lora_rank_8", 0.2, [1, 2, 3])
+    + _ablation_arm("lora_rank_64", 0.7, [1, 2, 2, 3])
+    + _ablation_arm("lora_rank_128", 0.8, [1, 2, 3])
+)
+
+
+def test_a_step_count_that_starts_over_in_a_console_log_is_a_new_launch(tmp_path):
+    """An ablation driver runs its arms one after the other into one console log: each arm's `[Step N/50]` lines
+    start over at 1. Read as one run, the arms' values overwrote each other (history versions up to 3, the last arm's
+    values kept), duplicate_steps said "probably restarted", and each arm's `Config:` line was a metric row of the
+    last step of the arm before. A step count that goes back to where its launch began (0 or 1) is a new launch,
+    `<name> #2`, as after a TRL end-of-training dict; one that goes back less far is a resume of the same run. verl's
+    `step:N` lines too: a validation at step 0, then steps 1, 2, then a second launch."""
+    log = tmp_path / "ablation" / "ablation_study.log"
+    log.parent.mkdir()
+    log.write_text(ABLATION)
+    verl = tmp_path / "verl" / "train.log"
+    verl.parent.mkdir()
+    verl.write_text(
+        "step:0 - val-core/acc:0.1\nstep:1 - actor/kl:0.01\nstep:2 - actor/kl:0.02 - val-core/acc:0.2\n"
+        "Traceback (most recent call last):\nstep:1 - actor/kl:0.03\nstep:2 - actor/kl:0.04\n"
+    )
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [log, verl])
+    assert report.issues == []
+    arms = [run_of(lake_root, name) for name in ("ablation_study", "ablation_study #2", "ablation_study #3")]
+    assert len({arm["run_key"] for arm in arms}) == 3 and {arm["origin"] for arm in arms} == {"console_kv"}
+    assert [n for n in report.notes if "new training" in n and str(log) in n] == [
+        f"{log}: a new training begins at byte {start}, where the step count starts over at 1 after the one "
+        f"before reached 3: read as run {arm['name']!r} ({arm['run_key']})"
+        for start, arm in zip(
+            [m.start() for m in re.finditer(r"^\[Step 1/3\]", ABLATION, re.MULTILINE)][1:], arms[1:], strict=True
+        )
+    ]
+    rewards = [
+        {r[1]: r[3] for r in history(lake_root, f"run_key = '{arm['run_key']}' and key = 'reward'")} for arm in arms
+    ]
+    assert rewards == [{1: 0.21, 2: 0.22, 3: 0.23}, {1: 0.71, 2: 0.72, 3: 0.73}, {1: 0.81, 2: 0.82, 3: 0.83}]
+    rows = history(lake_root, f"run_key = '{arms[1]['run_key']}' and key = 'reward' and step = 2")
+    assert len(rows) == 2  # the resumed arm logged its step 2 twice, in one run
+    keys = {r[2] for arm in arms for r in history(lake_root, f"run_key = '{arm['run_key']}'")}
+    assert not {"eps", "g", "steps", "lr", "max_tokens", "temp", "groups", "mu"} & keys  # no Config: line is a row
+    first, second = run_of(lake_root, "verl"), run_of(lake_root, "verl #2")
+    assert {s: set(row) for s, row in values_by_step(lake_root, first["run_key"]).items()} == {
+        0: {"val-core/acc"},
+        1: {"actor/kl"},
+        2: {"actor/kl", "val-core/acc"},
+    }
+    assert {s: row["actor/kl"][3] for s, row in values_by_step(lake_root, second["run_key"]).items()} == {
+        1: 0.03,
+        2: 0.04,
+    }
+
+
+def test_a_count_per_epoch_starts_over_only_in_the_first_epoch_and_an_old_cursor_keeps_its_run(tmp_path):
+    """DeepSpeed-Chat counts its steps from 0 in every epoch: epoch 1's step 0 carries on the run, epoch 0's step 0
+    after it is a new launch. A log read by a grpolens that did not keep where its launch began (its cursor says
+    nothing of it) takes only a count back to 0 or 1 as a new launch: a step back to one it read earlier is a resume."""
+    line = "epoch: {}|step: {}|ppo_ep: 1|act_loss: {}|cri_loss: 0.1\n"
+    log = tmp_path / "step3" / "training.log"
+    log.parent.mkdir()
+    log.write_text("".join(line.format(e, s, f"0.{e}{s}") for e, s in [(0, 0), (0, 1), (1, 0), (1, 1), (0, 0)]))
+    lake_root = tmp_path / "lake"
+    trainer_logs.ingest(lake_root, [log])
+    first, second = run_of(lake_root, "step3"), run_of(lake_root, "step3 #2")
+    assert {s: row["act_loss"][3] for s, row in values_by_step(lake_root, first["run_key"]).items()} == {
+        0: 0.0,
+        1: 0.01,
+        2: 0.1,
+        3: 0.11,
+    }
+    assert {s: row["act_loss"][3] for s, row in values_by_step(lake_root, second["run_key"]).items()} == {0: 0.0}
+
+    old = tmp_path / "resumed" / "train.log"  # a log that began at step 5, read before launches were told apart
+    old.parent.mkdir()
+    old.write_text("".join(f"[Step {s}] loss={s / 10} | reward=0.{s}\n" for s in (5, 6, 7)))
+    trainer_logs.ingest(lake_root, [old])
+    state = lake.IngestState.load(lake_root, "trainer_log")
+    del state.data["files"][str(old)]["steps"]
+    state.save(state.data["last_ingest_id"])
+    with open(old, "a") as fh:
+        fh.write("".join(f"[Step {s}] loss={s / 10} | reward=0.{s}\n" for s in (8, 9, 8, 1)))
+    trainer_logs.ingest(lake_root, [old])
+    resumed = history(lake_root, f"run_key = '{run_of(lake_root, 'resumed')['run_key']}' and key = 'reward'")
+    assert [r[1] for r in resumed] == [5, 6, 7, 8, 8, 9]
+    assert [r[1] for r in history(lake_root, f"run_key = '{run_of(lake_root, 'resumed #2')['run_key']}'")] == [1, 1]
+
+
+def test_a_console_log_read_across_a_step_count_that_starts_over_reads_as_one_whole_read(tmp_path):
+    """The cursor keeps where the current launch began and how far it got: read in two ingests, cut at any line, the
+    ablation log gives the runs and rows one read gives, and a file rewritten shorter starts over from its first
+    launch."""
+    log = tmp_path / "ablation" / "ablation_study.log"
+    log.parent.mkdir()
+    log.write_text(ABLATION)
+    whole_lake = tmp_path / "whole"
+    trainer_logs.ingest(whole_lake, [log])
+    whole = _lake_rows(whole_lake)
+    assert len(whole[1]) == 3
+    for cut in [n + 1 for n, char in enumerate(ABLATION) if char == "\n"][:-1]:
+        lake_root = tmp_path / f"cut-{cut}"
+        log.write_text(ABLATION[:cut])
+        trainer_logs.ingest(lake_root, [log])
+        with open(log, "a") as fh:
+            fh.write(ABLATION[cut:])
+        assert trainer_logs.ingest(lake_root, [log]).issues == []
+        assert _lake_rows(lake_root) == whole, f"cut at byte {cut}: {ABLATION[:cut][-60:]!r}"
+    log.write_text(ABLATION[: ABLATION.index("[ablation] Starting 'lora_rank_64'")])
+    report = trainer_logs.ingest(lake_root, [log])
+    assert any("reading it again from the start" in note for note in report.notes)
+    kept, latest = _lake_rows(lake_root)
+    assert {latest[row[0]]["name"] for row in kept} == {"ablation_study"}
+    log.write_text(ABLATION)
+    trainer_logs.ingest(lake_root, [log])
+    assert _lake_rows(lake_root) == whole
+
+
 def test_verl_console_wrappers_noise_and_a_cut_line(tmp_path):
     head = "step:3 - actor/entropy:np.float64(0.25) - num_turns/max:np.int32(16) - perf/x:np.int64(7)"
     filler = " - " + " - ".join(f"val-aux/k{i}:np.float64(0.{i:04d})" for i in range(200))

@@ -57,6 +57,10 @@ Formats, and why each is read the way it is:
   count is made global: ``(i/N)`` after an epoch, or a count that goes back as the printed epoch advances. A line
   of nothing but such pairs without a step (DeepSpeed-Chat's ``average reward score: …`` under its step line)
   belongs to the step of the metric line before it; one before any metric line has no step and is not read.
+  In a ``console_verl`` or ``console_kv`` log, a step count that goes back to where its launch began, or to 0 or 1,
+  after it went past it is a new launch, as a dict after the end-of-training dict is (_starts_over: an ablation
+  driver's arms run one after the other, ``[Step 50/50]`` then ``[Step 1/50]``); a count that goes back less far
+  is a resume from a checkpoint, the same run.
 
 Append-only files (JSONL, console) keep a byte offset per file, and only complete lines are read: a last line
 without its newline waits for the next ingest, unless it is whole as it is (a JSON object or a printed dict:
@@ -536,6 +540,7 @@ class TrainerLogIngest:
         """Read one JSONL or console log from its cursor; returns the new cursor, None if it could not be read."""
         cursor = dict(cursor) if cursor else {"offset": 0, "size": 0, "format": None, "ordinal": 0, "run_key": None}
         cursor.setdefault("bar", None if cursor["ordinal"] == 0 else {"total": 0})  # read before bars counted: ordinal
+        cursor.setdefault("steps", None if cursor["offset"] == 0 else [None, None])  # read before launches were told
         if size < cursor["size"]:
             self._restart(cursor, f"{path} shrank from {cursor['size']} to {size} bytes")
         end = cursor["offset"]
@@ -615,7 +620,7 @@ class TrainerLogIngest:
         lacks do not linger, and whether a launch finished is what the new content says."""
         self.report.notes.append(f"{why}; reading it again from the start")
         runs = _log_runs(cursor)
-        cursor.update(offset=0, format=None, ordinal=0, kv=None, bar=None, run_key=runs[0], launches=[])
+        cursor.update(offset=0, format=None, ordinal=0, kv=None, bar=None, steps=None, run_key=runs[0], launches=[])
         for run_key in runs:
             if run_key is not None and (run_key in self.runs or run_key in self.touched):
                 info = self._run(run_key)
@@ -664,7 +669,7 @@ class TrainerLogIngest:
         evaluation's (``trainer.evaluate()`` after ``trainer.train()``), which belongs to the training it evaluated."""
         cursor["format"] = "console_trl"
         if self._log_run(path, cursor, "console_trl").state == "finished" and not _evaluation(values):
-            self._new_launch(path, offset, cursor)
+            self._new_launch(path, offset, cursor, "console_trl", "after the end-of-training dict of the one before")
         info = self._log_run(path, cursor, "console_trl")
         if "train_runtime" in values and "step" not in values:
             info.summary.update(values)
@@ -686,19 +691,18 @@ class TrainerLogIngest:
             info.config["step_source"] = "ordinal"
         self._emit(info, step, None, offset, values)
 
-    def _new_launch(self, path: Path, offset: int, cursor: dict) -> None:
+    def _new_launch(self, path: Path, offset: int, cursor: dict, origin: str, why: str) -> None:
         """A training that starts after the end of the one before in the same console log: a second ``python
-        train.py`` appended to the file (``tee -a``, a shell's capture). Read as part of the first, its steps
-        started over mid-run, and every trend, onset and plot mixed two trainings; it is a run of its own
-        (log_identity's ``<name> #2``), numbered, configured and finished on its own. The cursor keeps the earlier
-        launches' runs (``launches``), so a later ingest carries on in this one and a restart goes back to the
-        first."""
+        train.py`` appended to the file (``tee -a``, a shell's capture, a driver that runs an ablation's arms one
+        after the other). Read as part of the first, its steps started over mid-run, and every trend, onset and plot
+        mixed two trainings; it is a run of its own (log_identity's ``<name> #2``), numbered, configured and
+        finished on its own. The cursor keeps the earlier launches' runs (``launches``), so a later ingest carries
+        on in this one and a restart goes back to the first."""
         cursor["launches"] = [*(cursor.get("launches") or []), cursor["run_key"]]
-        cursor.update(run_key=None, ordinal=0, bar=None)
-        info = self._log_run(path, cursor, "console_trl")
+        cursor.update(run_key=None, ordinal=0, bar=None, kv=None, steps=None)
+        info = self._log_run(path, cursor, origin)
         self.report.notes.append(
-            f"{path}: a new training begins at byte {offset}, after the end-of-training dict of the one before: "
-            f"read as run {info.name!r} ({info.run_key})"
+            f"{path}: a new training begins at byte {offset}, {why}: read as run {info.name!r} ({info.run_key})"
         )
 
     def _dict_not_read(self, path: Path, wrap: list, why: str, cursor: dict) -> None:
@@ -738,7 +742,10 @@ class TrainerLogIngest:
             parsed = verl_line(line, cut=len(whole) >= CONSOLE_CUT)
             if parsed is not None and parsed[1]:
                 cursor["format"] = "console_verl"
+                if _starts_over(cursor["steps"], parsed[0]):
+                    self._new_launch(path, offset, cursor, "console_verl", _restarted(cursor["steps"], parsed[0]))
                 self._emit(self._log_run(path, cursor, "console_verl"), parsed[0], None, offset, parsed[1])
+                cursor["steps"] = _advanced(cursor["steps"], parsed[0], parsed[0])
         elif fmt in (None, "console_trl") and line.startswith("{"):
             before = whole[: whole.rfind("\r")] if "\r" in whole else ""
             values = dict_line(line.rstrip())
@@ -758,11 +765,17 @@ class TrainerLogIngest:
                 return
             if pairs is None or (state.get("keys") and not set(pairs.values) & set(state["keys"])):
                 return  # not a metric line, or one of another kind than the file's first (a progress line)
+            # a count printed per epoch starts over in every epoch but the first: only there is it a fresh start
+            first_epoch = pairs.epoch is None or pairs.epoch <= state.get("first_epoch", pairs.epoch)
+            if first_epoch and _starts_over(cursor["steps"], pairs.step):
+                self._new_launch(path, offset, cursor, "console_kv", _restarted(cursor["steps"], pairs.step))
+                state = {}
             cursor["format"] = "console_kv"
             cursor["kv"] = state
             state.setdefault("keys", sorted(pairs.values))
             state["step"] = _kv_step(state, pairs)
             self._emit(self._log_run(path, cursor, "console_kv"), state["step"], None, offset, pairs.values)
+            cursor["steps"] = _advanced(cursor["steps"], pairs.step, state["step"])
 
 
 def _unwrapped(cursor: dict, line: str) -> tuple[int, dict | None] | None:
@@ -885,6 +898,29 @@ def _evaluation(values: dict) -> bool:
 def _log_runs(cursor: dict) -> list[str | None]:
     """The runs a log's cursor has read into: each launch's, the first first (the last is the current one)."""
     return [*(cursor.get("launches") or []), cursor["run_key"]]
+
+
+def _starts_over(steps: list | None, step: int) -> bool:
+    """Whether a step line of a ``console_verl`` or ``console_kv`` log begins a new launch in the same file: its step
+    goes back to where the current launch began, or to 0 or 1, after the launch's count went past it (an ablation
+    driver's ``[Step 50/50]`` then ``[Step 1/50]`` of its next arm, a second ``python train.py`` under ``tee -a``). A
+    resume from a checkpoint goes back less far, to the step it saved, and stays the same run (its repeated steps
+    are what duplicate_steps reports). ``steps``: the launch's [first step as printed, last step], the first None
+    when an earlier read did not keep it (then only 0 or 1 is a fresh start)."""
+    if steps is None or steps[1] is None:
+        return False
+    first = steps[0] if steps[0] is not None else 1
+    return step < steps[1] and step <= max(first, 1)
+
+
+def _restarted(steps: list, step: int) -> str:
+    return f"where the step count starts over at {step} after the one before reached {steps[1]}"
+
+
+def _advanced(steps: list | None, printed: int, step: int) -> list:
+    """The launch's [first step as printed, last step] after a step line (``printed`` its step as printed, ``step``
+    the trainer's, which differ when the trainer counts per epoch)."""
+    return [printed, step] if steps is None else [steps[0], step]
 
 
 def _kv_step(state: dict, line: KvLine) -> int:
