@@ -1416,6 +1416,39 @@ def test_hand_written_key_value_lines_with_a_step(tmp_path):
     assert ppo[40]["mean_reward"][3] == -0.8989
 
 
+def test_a_pair_alone_in_parentheses_after_a_value_is_a_statistic_of_it(tmp_path):
+    """`reward=0.300 (std=0.459)`: the spread is the reward's, `reward_std` (the alias seed's reward_std), not a bare
+    `std` that no alias can map without guessing whose it is. Parentheses holding more than one pair, or none, name
+    nothing."""
+    log = tmp_path / "gsm8k" / "train.log"
+    log.parent.mkdir()
+    log.write_text(
+        "[Step 1/50] loss=0.0000 grad=0.4418 clip=0.000 | reward=0.125 (std=0.333) | accuracy=0.125 | t_roll=2.5s\n"
+        "[Step 2/50] loss=0.0001 grad=0.3 | reward=0.25 ( std = 0.5 ) | kl=0.1 (n=8, max=0.3) (x) y=1\n"
+    )
+    lake_root = tmp_path / "lake"
+    trainer_logs.ingest(lake_root, [log])
+    got = values_by_step(lake_root, run_of(lake_root, "gsm8k")["run_key"])
+    assert {k: v[3] for k, v in got[1].items()} == {
+        "loss": 0.0,
+        "grad": 0.4418,
+        "clip": 0.0,
+        "reward": 0.125,
+        "reward_std": 0.333,
+        "accuracy": 0.125,
+    }
+    assert {k: v[3] for k, v in got[2].items()} == {
+        "loss": 0.0001,
+        "grad": 0.3,
+        "reward": 0.25,
+        "reward_std": 0.5,
+        "kl": 0.1,
+        "n": 8,
+        "max": 0.3,
+        "y": 1,
+    }
+
+
 def test_a_per_epoch_step_count_continues_across_epochs_and_appends(tmp_path):
     """DeepSpeed-Chat prints `epoch: E|step: S|…` with S counted from 0 in each epoch: epoch 1's step 0 follows
     epoch 0's last step. Lines appended later are read from the cursor and carry on the count."""

@@ -199,6 +199,7 @@ _KV_EPOCH = re.compile(
     re.IGNORECASE,
 )
 _SPACED_ASSIGNMENT = re.compile(r"\s=\s")
+_OPENS, _CLOSES = re.compile(r"\s*\(\s*"), re.compile(r"\s*\)")  # a pair alone in parentheses
 KV_MIN_VALUES = 2  # a line with a step and fewer values is a progress or housekeeping line (`step=10, skipped=4`)
 
 
@@ -218,12 +219,23 @@ def kv_key(key: str) -> str:
 def kv_line(line: str) -> KvLine | None:
     """A hand-written trainer's metric line (``[Step 20] loss=1.5 | kl=0.01``, ``epoch: 0|step: 3|act_loss: 0.2|…``,
     ``Epoch:[1/1](3/500), Reward: 0.38, KL_ref: 0.0004``): its step and at least KV_MIN_VALUES numeric values, else
-    None. An `epoch` pair stays a value, as the HF Trainer logs it."""
+    None. An `epoch` pair stays a value, as the HF Trainer logs it. A pair alone in parentheses right after another
+    one's value is a statistic of that value, named after both: ``reward=0.300 (std=0.459)`` is ``reward_std``
+    (a bare ``std`` would say nothing of what it is the spread of)."""
     pairs: dict[str, int | float] = {}
+    before = None
     for match in _KV_PAIR.finditer(line):
         value = number(match.group("value"))
+        key = kv_key(match.group("key"))
+        if (
+            before is not None
+            and _OPENS.fullmatch(line, before.end(), match.start())
+            and _CLOSES.match(line, match.end())
+        ):
+            key = f"{kv_key(before.group('key'))}_{key}"
         if value is not None:
-            pairs.setdefault(kv_key(match.group("key")), value)
+            pairs.setdefault(key, value)
+        before = match
     step = next((integral(pairs.pop(k)) for k in KV_STEP_KEYS if k in pairs), None)
     for key in KV_STEP_KEYS:  # a second spelling of the step is not a value either
         pairs.pop(key, None)

@@ -52,7 +52,8 @@ Formats, and why each is read the way it is:
   (``[Step 20] loss=1.55 | kl=0.01``, ``GRPO step 10/500 | loss: 0.0``, ``epoch: 0|step: 3|act_loss: 0.21|…``,
   MiniMind's ``Epoch:[1/1](3/500), Reward: 0.38, KL_ref: 0.0004``) and at least two numeric values (one when the
   step is counted out of its total, ``Iteration 1/1, Step 37/500, loss: 0.0004``: that step wins); keys are kept
-  lower case with ``_`` for spaces (``Actor Loss`` → ``actor_loss``), so the alias seed can map them. Later lines
+  lower case with ``_`` for spaces (``Actor Loss`` → ``actor_loss``), and a pair alone in parentheses after a value
+  is a statistic of it (``reward=0.3 (std=0.46)`` → ``reward_std``), so the alias seed can map them. Later lines
   must share a key with the file's first such line (a progress line with a step is not a metric line). A per-epoch
   count is made global: ``(i/N)`` after an epoch, or a count that goes back as the printed epoch advances. A line
   of nothing but such pairs without a step (DeepSpeed-Chat's ``average reward score: …`` under its step line)
