@@ -690,6 +690,22 @@ def test_a_printed_dict_of_tensors_with_their_grad_fn_is_read(tmp_path):
     }
 
 
+def test_a_long_line_with_an_angle_repr_and_quotes_that_never_close_is_read_in_one_pass(tmp_path):
+    """The quoted strings around a `grad_fn=<…>` are passed over as they are; a quote that never closes takes the
+    rest of the line with it, else each of 40,000 such quotes scanned the rest of the line again (minutes for this
+    one line, quadratic in its length), and the ingest of the whole log waited on it."""
+    log = tmp_path / "ppo" / "train.log"
+    log.parent.mkdir()
+    hostile = "{'reward_mean': tensor(0.5, grad_fn=<DivBackward0>), 'loss': 0.1, 'note': " + "'\\" * 40_000 + "}"
+    log.write_text(hostile + "\n" + _ppo_step(1, "0.7"))
+    started = time.perf_counter()
+    report = trainer_logs.ingest(tmp_path / "lake", [log])
+    assert time.perf_counter() - started < 10
+    assert [(i.kind, i.offset) for i in report.issues] == [("bad_line", 0)]
+    got = values_by_step(tmp_path / "lake", run_of(tmp_path / "lake", "ppo")["run_key"])
+    assert {step: row["reward_mean"][3] for step, row in got.items()} == {2: 0.7}  # the hostile line took step 1
+
+
 def test_printed_metric_dicts_no_reader_can_read_are_each_said_and_keep_the_file_theirs(tmp_path):
     """A printed dict that is whole but no Python literal (an object's default repr among its values) is said, each
     one, not only the first: it is one of the file's metric lines, so the `key: value` lines around it (the

@@ -88,8 +88,9 @@ class _Literals(ast.NodeTransformer):
 
 
 # A repr in angle brackets as a keyword argument of a printed call, outside the quoted strings: torch's
-# `tensor(1.0001, device='mps:0', grad_fn=<DivBackward0>)` of a value computed with gradients.
-_ANGLE_ARGUMENT = re.compile(r"""('(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")|(?<=\w=)<[^<>'"\n]*>""")
+# `tensor(1.0001, device='mps:0', grad_fn=<DivBackward0>)` of a value computed with gradients. A quote that never
+# closes runs to the end of the line, so each character is looked at once whatever the line holds.
+_ANGLE_ARGUMENT = re.compile(r"""('(?:[^'\\]|\\.?)*+(?:'|$)|"(?:[^"\\]|\\.?)*+(?:"|$))|(?<=\w=)<[^<>'"]*>""")
 
 
 def dict_line(line: str) -> dict | None:
