@@ -63,6 +63,30 @@ def test_aliases_map_a_trainers_own_keys_and_a_change_rebuilds_and_rechecks(tmp_
     assert build_plan.plan(settings, user_aliases={"score": "reward_mean"}).full
 
 
+def test_a_hand_written_trainers_grad_and_reward_spread_are_its_grad_norm_and_reward_std(tmp_path):
+    """A custom GRPO trainer prints `grad=0.16` and `reward=0.300 (std=0.459)`: the gradient norm and the reward's
+    spread, which grad_norm_spike, grad_norm_vanishing and reward_zero_variance judge. They went unjudged ("no
+    grad_norm logged") with the seed's own console names and nothing in grpolens.yaml."""
+    folder = tmp_path / "logs" / "gsm8k-grpo"
+    folder.mkdir(parents=True)
+    (folder / "train.log").write_text(
+        "".join(
+            f"[Step {s}/20] loss=0.0000 grad={0.1 + s / 100} clip=0.000 | reward={s / 40} (std=0.4{s:02d}) | "
+            "accuracy=0.297\n"
+            for s in range(1, 21)
+        )
+    )
+    settings = Settings(home=tmp_path / "home")
+    env = {"GRPOLENS_HOME": str(settings.home), "GRPOLENS_TRAINER_LOGS": str(tmp_path / "logs")}
+    grpolens("refresh", env=env, check=True)
+    assert _metrics(settings) == {
+        "reward_mean <- reward": 20,
+        "reward_std <- reward_std": 20,
+        "grad_norm <- grad": 20,
+        "loss <- loss": 20,
+    }
+
+
 def test_an_alias_onto_an_unknown_metric_fails_before_the_ingest(tmp_path):
     _metric_log(tmp_path / "logs" / "custom-run")
     config = tmp_path / "grpolens.yaml"

@@ -670,6 +670,99 @@ def test_a_dict_broken_anywhere_is_joined_and_one_that_never_ends_is_an_issue(tm
     assert not trainer_logs.ingest(lake_root, [log]).changed  # said once
 
 
+def _ppo_step(step: int, value: str) -> str:
+    """One step of a hand-written PPO on Apple MPS as its console shows it: a sampled completion (its markdown
+    bullets and all), the step's stats as a printed dict of torch tensors (``value`` is the reward's), then its own
+    summary line."""
+    return (
+        "**3. Calculate the total cost of the sweaters:**\n"
+        "* Number of sweaters: 4\n"
+        "* Dogs: 80\n"
+        f"{{'prompt_id_length': 98, 'tokens_shape': (8, 338), 'truncated': [False, True], 'ratio_mean': "
+        f"tensor(1.0001, device='mps:0', grad_fn=<DivBackward0>), 'reward_mean': {value}, "
+        f"'policy_loss': -0.0014, 'value_loss': 0.0359}}\n"
+        f"Step: {step} | Loss: -0.0011 | KL: -0.0002\n"
+        "Average Critic Gradient Magnitude: 0.0000571418\n"
+    )
+
+
+def test_a_printed_dict_of_tensors_with_their_grad_fn_is_read(tmp_path):
+    """A tensor computed with gradients prints `grad_fn=<DivBackward0>` among its keyword arguments, which no Python
+    literal holds: the dict was reported once as one "that does not end", and the file, read for its `Step: N | …`
+    lines instead, lost every later dict without a word (reward_mean never reached the lake) and took the bullets
+    of the completions printed between the steps (`* Number of sweaters: 4`) as metrics. The wrapper's value is the
+    number, and the file's metric lines are its dicts."""
+    log = tmp_path / "ppo" / "ppo_20251228_2.log"
+    log.parent.mkdir()
+    log.write_text(
+        "=== Epoch 1/10 ===\n"
+        + _ppo_step(1, "tensor(-0.0008, device='mps:0')")
+        + _ppo_step(2, "tensor(0.25, device='mps:0', dtype=torch.bfloat16, grad_fn=<MeanBackward0>)")
+        + _ppo_step(3, "tensor(0.5, device='mps:0', grad_fn=<DivBackward0>)")
+    )
+    lake_root = tmp_path / "lake"
+    assert trainer_logs.ingest(lake_root, [log]).issues == []
+    run = run_of(lake_root, "ppo_20251228_2")
+    got = values_by_step(lake_root, run["run_key"])
+    assert run["origin"] == "console_trl" and json.loads(run["config"]) == {"step_source": "ordinal"}
+    assert {step: (row["reward_mean"][3], row["ratio_mean"][3]) for step, row in got.items()} == {
+        1: (-0.0008, 1.0001),
+        2: (0.25, 1.0001),
+        3: (0.5, 1.0001),
+    }
+    assert set(got[1]) == {
+        "prompt_id_length",
+        "tokens_shape",
+        "truncated",
+        "ratio_mean",
+        "reward_mean",
+        "policy_loss",
+        "value_loss",
+    }
+
+
+def test_a_long_line_with_an_angle_repr_and_quotes_that_never_close_is_read_in_one_pass(tmp_path):
+    """The quoted strings around a `grad_fn=<…>` are passed over as they are; a quote that never closes takes the
+    rest of the line with it, else each of 40,000 such quotes scanned the rest of the line again (minutes for this
+    one line, quadratic in its length), and the ingest of the whole log waited on it."""
+    log = tmp_path / "ppo" / "train.log"
+    log.parent.mkdir()
+    hostile = "{'reward_mean': tensor(0.5, grad_fn=<DivBackward0>), 'loss': 0.1, 'note': " + "'\\" * 40_000 + "}"
+    log.write_text(hostile + "\n" + _ppo_step(1, "0.7"))
+    started = time.perf_counter()
+    report = trainer_logs.ingest(tmp_path / "lake", [log])
+    assert time.perf_counter() - started < 10
+    assert [(i.kind, i.offset) for i in report.issues] == [("bad_line", 0)]
+    got = values_by_step(tmp_path / "lake", run_of(tmp_path / "lake", "ppo")["run_key"])
+    assert {step: row["reward_mean"][3] for step, row in got.items()} == {2: 0.7}  # the hostile line took step 1
+
+
+def test_printed_metric_dicts_no_reader_can_read_are_each_said_and_keep_the_file_theirs(tmp_path):
+    """A printed dict that is whole but no Python literal (an object's default repr among its values) is said, each
+    one, not only the first: it is one of the file's metric lines, so the `key: value` lines around it (the
+    trainer's step summary, the bullets of a printed completion) do not become the file's metrics instead, and the
+    readable dicts after it keep their ordinals."""
+    sampler = "<torch.utils.data.RandomSampler object at 0x7f3a2c1b9d60>"
+    log = tmp_path / "ppo" / "train.log"
+    log.parent.mkdir()
+    steps = [
+        _ppo_step(1, "0.1").replace("'value_loss'", f"'sampler': {sampler}, 'value_loss'"),
+        _ppo_step(2, "0.2").replace("'value_loss'", f"'sampler': {sampler}, 'value_loss'"),
+        _ppo_step(3, "0.3"),
+    ]
+    log.write_text("".join(steps))
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [log])
+    text = log.read_text()
+    starts = [m.start() for m in re.finditer(r"^\{", text, re.MULTILINE)]
+    assert [(i.kind, i.offset) for i in report.issues] == [("bad_line", starts[0]), ("bad_line", starts[1])]
+    assert all("no Python literal" in i.message for i in report.issues), report.issues
+    run = run_of(lake_root, "ppo")
+    got = values_by_step(lake_root, run["run_key"])
+    assert run["origin"] == "console_trl" and {step: row["reward_mean"][3] for step, row in got.items()} == {3: 0.3}
+    assert not {"loss", "kl", "number_of_sweaters", "dogs"} & set(got[3])
+
+
 def test_trl_dict_lines_with_a_step_use_it(tmp_path):
     log = tmp_path / "train_rank0.log"
     log.write_text("{'loss': 0.5, 'step': 10}\n{'eval_loss': 0.7, 'step': 10}\n{'loss': 0.4, 'step': 20}\n")
@@ -957,6 +1050,141 @@ def test_a_log_read_across_the_start_of_its_next_launch_reads_as_one_whole_read(
     assert first["state"] == "finished" and first["history_rows"] == 4
     assert not [row for row in kept if row[0] == second["run_key"]] and second["history_rows"] == 0
     log.write_text(text)  # and the second launch appended again
+    trainer_logs.ingest(lake_root, [log])
+    assert _lake_rows(lake_root) == whole
+
+
+def _ablation_arm(name: str, reward: float, steps: list[int]) -> str:
+    """One arm of an ablation driver that runs a hand-written GRPO trainer once per arm, its console tee'd to one
+    file: the arm's settings, a step line per step (``steps``, as the trainer counted them), its end."""
+    return (
+        f"[ablation] Starting '{name}'\n"
+        "Config: steps=3, groups=8, G=8, lr=5e-06, eps=0.2, mu=1, max_tokens=1024, temp=1.0\n"
+        + "".join(
+            f"[Step {s}/3] loss=0.0000 grad=0.16 clip=0.000 | reward={round(reward + s / 100, 2)} (std=0.459) | "
+            f"accuracy=0.297 | t_roll=2.9s t_train=5.0s\n"
+            for s in steps
+        )
+        + f"Training complete. Final model saved to: runs/{name}/final_model\n"
+        f"Summary: accuracy=0.2281 best=0.3281@step3 reward={reward}\n"
+    )
+
+
+# Three arms in one file; the second resumed from its checkpoint of step 1 after its step 2 (a resume: the same run).
+ABLATION = (
+    _ablation_arm("lora_rank_8", 0.2, [1, 2, 3])
+    + _ablation_arm("lora_rank_64", 0.7, [1, 2, 2, 3])
+    + _ablation_arm("lora_rank_128", 0.8, [1, 2, 3])
+)
+
+
+def test_a_step_count_that_starts_over_in_a_console_log_is_a_new_launch(tmp_path):
+    """An ablation driver runs its arms one after the other into one console log: each arm's `[Step N/50]` lines
+    start over at 1. Read as one run, the arms' values overwrote each other (history versions up to 3, the last arm's
+    values kept), duplicate_steps said "probably restarted", and each arm's `Config:` line was a metric row of the
+    last step of the arm before. A step count that goes back to where its launch began (0 or 1) is a new launch,
+    `<name> #2`, as after a TRL end-of-training dict; one that goes back less far is a resume of the same run. verl's
+    `step:N` lines too: a validation at step 0, then steps 1, 2, then a second launch."""
+    log = tmp_path / "ablation" / "ablation_study.log"
+    log.parent.mkdir()
+    log.write_text(ABLATION)
+    verl = tmp_path / "verl" / "train.log"
+    verl.parent.mkdir()
+    verl.write_text(
+        "step:0 - val-core/acc:0.1\nstep:1 - actor/kl:0.01\nstep:2 - actor/kl:0.02 - val-core/acc:0.2\n"
+        "Traceback (most recent call last):\nstep:1 - actor/kl:0.03\nstep:2 - actor/kl:0.04\n"
+    )
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [log, verl])
+    assert report.issues == []
+    arms = [run_of(lake_root, name) for name in ("ablation_study", "ablation_study #2", "ablation_study #3")]
+    assert len({arm["run_key"] for arm in arms}) == 3 and {arm["origin"] for arm in arms} == {"console_kv"}
+    assert [n for n in report.notes if "new training" in n and str(log) in n] == [
+        f"{log}: a new training begins at byte {start}, where the step count starts over at 1 after the one "
+        f"before reached 3: read as run {arm['name']!r} ({arm['run_key']})"
+        for start, arm in zip(
+            [m.start() for m in re.finditer(r"^\[Step 1/3\]", ABLATION, re.MULTILINE)][1:], arms[1:], strict=True
+        )
+    ]
+    rewards = [
+        {r[1]: r[3] for r in history(lake_root, f"run_key = '{arm['run_key']}' and key = 'reward'")} for arm in arms
+    ]
+    assert rewards == [{1: 0.21, 2: 0.22, 3: 0.23}, {1: 0.71, 2: 0.72, 3: 0.73}, {1: 0.81, 2: 0.82, 3: 0.83}]
+    rows = history(lake_root, f"run_key = '{arms[1]['run_key']}' and key = 'reward' and step = 2")
+    assert len(rows) == 2  # the resumed arm logged its step 2 twice, in one run
+    keys = {r[2] for arm in arms for r in history(lake_root, f"run_key = '{arm['run_key']}'")}
+    assert not {"eps", "g", "steps", "lr", "max_tokens", "temp", "groups", "mu"} & keys  # no Config: line is a row
+    first, second = run_of(lake_root, "verl"), run_of(lake_root, "verl #2")
+    assert {s: set(row) for s, row in values_by_step(lake_root, first["run_key"]).items()} == {
+        0: {"val-core/acc"},
+        1: {"actor/kl"},
+        2: {"actor/kl", "val-core/acc"},
+    }
+    assert {s: row["actor/kl"][3] for s, row in values_by_step(lake_root, second["run_key"]).items()} == {
+        1: 0.03,
+        2: 0.04,
+    }
+
+
+def test_a_count_per_epoch_starts_over_only_in_the_first_epoch_and_an_old_cursor_keeps_its_run(tmp_path):
+    """DeepSpeed-Chat counts its steps from 0 in every epoch: epoch 1's step 0 carries on the run, epoch 0's step 0
+    after it is a new launch. A log read by a grpolens that did not keep where its launch began (its cursor says
+    nothing of it) takes only a count back to 0 or 1 as a new launch: a step back to one it read earlier is a resume."""
+    line = "epoch: {}|step: {}|ppo_ep: 1|act_loss: {}|cri_loss: 0.1\n"
+    log = tmp_path / "step3" / "training.log"
+    log.parent.mkdir()
+    log.write_text("".join(line.format(e, s, f"0.{e}{s}") for e, s in [(0, 0), (0, 1), (1, 0), (1, 1), (0, 0)]))
+    lake_root = tmp_path / "lake"
+    trainer_logs.ingest(lake_root, [log])
+    first, second = run_of(lake_root, "step3"), run_of(lake_root, "step3 #2")
+    assert {s: row["act_loss"][3] for s, row in values_by_step(lake_root, first["run_key"]).items()} == {
+        0: 0.0,
+        1: 0.01,
+        2: 0.1,
+        3: 0.11,
+    }
+    assert {s: row["act_loss"][3] for s, row in values_by_step(lake_root, second["run_key"]).items()} == {0: 0.0}
+
+    old = tmp_path / "resumed" / "train.log"  # a log that began at step 5, read before launches were told apart
+    old.parent.mkdir()
+    old.write_text("".join(f"[Step {s}] loss={s / 10} | reward=0.{s}\n" for s in (5, 6, 7)))
+    trainer_logs.ingest(lake_root, [old])
+    state = lake.IngestState.load(lake_root, "trainer_log")
+    del state.data["files"][str(old)]["steps"]
+    state.save(state.data["last_ingest_id"])
+    with open(old, "a") as fh:
+        fh.write("".join(f"[Step {s}] loss={s / 10} | reward=0.{s}\n" for s in (8, 9, 8, 1)))
+    trainer_logs.ingest(lake_root, [old])
+    resumed = history(lake_root, f"run_key = '{run_of(lake_root, 'resumed')['run_key']}' and key = 'reward'")
+    assert [r[1] for r in resumed] == [5, 6, 7, 8, 8, 9]
+    assert [r[1] for r in history(lake_root, f"run_key = '{run_of(lake_root, 'resumed #2')['run_key']}'")] == [1, 1]
+
+
+def test_a_console_log_read_across_a_step_count_that_starts_over_reads_as_one_whole_read(tmp_path):
+    """The cursor keeps where the current launch began and how far it got: read in two ingests, cut at any line, the
+    ablation log gives the runs and rows one read gives, and a file rewritten shorter starts over from its first
+    launch."""
+    log = tmp_path / "ablation" / "ablation_study.log"
+    log.parent.mkdir()
+    log.write_text(ABLATION)
+    whole_lake = tmp_path / "whole"
+    trainer_logs.ingest(whole_lake, [log])
+    whole = _lake_rows(whole_lake)
+    assert len(whole[1]) == 3
+    for cut in [n + 1 for n, char in enumerate(ABLATION) if char == "\n"][:-1]:
+        lake_root = tmp_path / f"cut-{cut}"
+        log.write_text(ABLATION[:cut])
+        trainer_logs.ingest(lake_root, [log])
+        with open(log, "a") as fh:
+            fh.write(ABLATION[cut:])
+        assert trainer_logs.ingest(lake_root, [log]).issues == []
+        assert _lake_rows(lake_root) == whole, f"cut at byte {cut}: {ABLATION[:cut][-60:]!r}"
+    log.write_text(ABLATION[: ABLATION.index("[ablation] Starting 'lora_rank_64'")])
+    report = trainer_logs.ingest(lake_root, [log])
+    assert any("reading it again from the start" in note for note in report.notes)
+    kept, latest = _lake_rows(lake_root)
+    assert {latest[row[0]]["name"] for row in kept} == {"ablation_study"}
+    log.write_text(ABLATION)
     trainer_logs.ingest(lake_root, [log])
     assert _lake_rows(lake_root) == whole
 
@@ -1437,6 +1665,39 @@ def test_hand_written_key_value_lines_with_a_step(tmp_path):
     assert ppo[40]["mean_reward"][3] == -0.8989
 
 
+def test_a_pair_alone_in_parentheses_after_a_value_is_a_statistic_of_it(tmp_path):
+    """`reward=0.300 (std=0.459)`: the spread is the reward's, `reward_std` (the alias seed's reward_std), not a bare
+    `std` that no alias can map without guessing whose it is. Parentheses holding more than one pair, or none, name
+    nothing."""
+    log = tmp_path / "gsm8k" / "train.log"
+    log.parent.mkdir()
+    log.write_text(
+        "[Step 1/50] loss=0.0000 grad=0.4418 clip=0.000 | reward=0.125 (std=0.333) | accuracy=0.125 | t_roll=2.5s\n"
+        "[Step 2/50] loss=0.0001 grad=0.3 | reward=0.25 ( std = 0.5 ) | kl=0.1 (n=8, max=0.3) (x) y=1\n"
+    )
+    lake_root = tmp_path / "lake"
+    trainer_logs.ingest(lake_root, [log])
+    got = values_by_step(lake_root, run_of(lake_root, "gsm8k")["run_key"])
+    assert {k: v[3] for k, v in got[1].items()} == {
+        "loss": 0.0,
+        "grad": 0.4418,
+        "clip": 0.0,
+        "reward": 0.125,
+        "reward_std": 0.333,
+        "accuracy": 0.125,
+    }
+    assert {k: v[3] for k, v in got[2].items()} == {
+        "loss": 0.0001,
+        "grad": 0.3,
+        "reward": 0.25,
+        "reward_std": 0.5,
+        "kl": 0.1,
+        "n": 8,
+        "max": 0.3,
+        "y": 1,
+    }
+
+
 def test_a_per_epoch_step_count_continues_across_epochs_and_appends(tmp_path):
     """DeepSpeed-Chat prints `epoch: E|step: S|…` with S counted from 0 in each epoch: epoch 1's step 0 follows
     epoch 0's last step. Lines appended later are read from the cursor and carry on the count."""
@@ -1488,6 +1749,34 @@ def test_a_value_on_a_line_of_its_own_belongs_to_the_step_line_before_it(tmp_pat
     assert got[1]["act_loss"][3] == 0.30 and not {"x", "test_index"} & set(got[1])
 
 
+def test_a_line_of_pairs_after_a_bullet_or_a_label_is_no_value_of_the_step_before(tmp_path):
+    """A hand-written trainer prints sampled completions between its step lines: their markdown bullets
+    (`* Number of sweaters: 4`, `- Dogs: 80`) became values of the step before (`number_of_sweaters`, `dogs`), as did
+    the `Config: steps=50, lr=5e-06, …` line a driver prints before its next launch. A line of values is nothing but
+    its pairs; its indentation is no text."""
+    log = tmp_path / "ppo" / "train.log"
+    log.parent.mkdir()
+    log.write_text(
+        "Config: steps=3, groups=8, lr=5e-06, eps=0.2\n"
+        "Step: 1 | Loss: -0.0011 | KL: -0.0002\n"
+        "Average Critic Gradient Magnitude: 0.0000571418\n"
+        "**Calculate the total cost:**\n"
+        "* Number of sweaters: 4\n"
+        "   - Dogs: 80\n"
+        "2. Frogs: 160\n"
+        "Step: 2 | Loss: 0.0003 | KL: -0.0005\n"
+        "    average critic gradient magnitude: 0.0000295349\n"
+        "Config: steps=3, groups=8, lr=5e-06, eps=0.2\n"
+    )
+    lake_root = tmp_path / "lake"
+    assert trainer_logs.ingest(lake_root, [log]).issues == []
+    got = values_by_step(lake_root, run_of(lake_root, "ppo")["run_key"])
+    assert {step: {k: v[3] for k, v in row.items()} for step, row in got.items()} == {
+        1: {"loss": -0.0011, "kl": -0.0002, "average_critic_gradient_magnitude": 0.0000571418},
+        2: {"loss": 0.0003, "kl": -0.0005, "average_critic_gradient_magnitude": 0.0000295349},
+    }
+
+
 def test_a_step_counted_out_of_its_total_beside_an_outer_loop_is_the_step(tmp_path):
     """A GRPO written from scratch (a textbook's notebook) prints `Iteration 1/1, Step 37/500, GRPO iter 1/1,
     loss: 0.0004` with its average reward on a line of its own: the step is the one counted out of 500, not the
@@ -1502,7 +1791,7 @@ def test_a_step_counted_out_of_its_total_beside_an_outer_loop_is_the_step(tmp_pa
         + "Step 4/500\n"  # a progress line: no value
     )
     trainer_logs.ingest(tmp_path / "lake", [log])
-    got = values_by_step(tmp_path / "lake", run_of(tmp_path / "lake", "train_stdout")["run_key"])
+    got = values_by_step(tmp_path / "lake", run_of(tmp_path / "lake", "scratch")["run_key"])
     assert {step: got[step]["loss"][3] for step in got} == {1: 0.001, 2: 0.002, 3: 0.003}
     # a value on a line of its own belongs to the step line before it (the first one, before any, has no step)
     assert {step: got[step].get("average_reward", (None,) * 4)[3] for step in got} == {1: 1.2, 2: 1.3, 3: None}

@@ -100,10 +100,18 @@ class _Literals(ast.NodeTransformer):
         return node
 
 
+# A repr in angle brackets as a keyword argument of a printed call, outside the quoted strings: torch's
+# `tensor(1.0001, device='mps:0', grad_fn=<DivBackward0>)` of a value computed with gradients. A quote that never
+# closes runs to the end of the line, so each character is looked at once whatever the line holds.
+_ANGLE_ARGUMENT = re.compile(r"""('(?:[^'\\]|\\.?)*+(?:'|$)|"(?:[^"\\]|\\.?)*+(?:"|$))|(?<=\w=)<[^<>'"]*>""")
+
+
 def dict_line(line: str) -> dict | None:
     """A whole line that is one dict literal with at least one number (the HF Trainer's per-step log), else None."""
     if not (line.startswith("{") and line.endswith("}")):
         return None
+    if "=<" in line:  # no Python syntax: a placeholder the wrapper's unwrapping drops with its other keywords
+        line = _ANGLE_ARGUMENT.sub(lambda found: found.group(1) or "None", line)
     try:
         parsed = ast.literal_eval(_Literals().visit(ast.parse(line, mode="eval")).body)
     except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
@@ -205,6 +213,7 @@ _KV_EPOCH = re.compile(
     re.IGNORECASE,
 )
 _SPACED_ASSIGNMENT = re.compile(r"\s=\s")
+_OPENS, _CLOSES = re.compile(r"\s*\(\s*"), re.compile(r"\s*\)")  # a pair alone in parentheses
 KV_MIN_VALUES = 2  # a line with a step and fewer values is a progress or housekeeping line (`step=10, skipped=4`)
 
 
@@ -224,12 +233,23 @@ def kv_key(key: str) -> str:
 def kv_line(line: str) -> KvLine | None:
     """A hand-written trainer's metric line (``[Step 20] loss=1.5 | kl=0.01``, ``epoch: 0|step: 3|act_loss: 0.2|…``,
     ``Epoch:[1/1](3/500), Reward: 0.38, KL_ref: 0.0004``): its step and at least KV_MIN_VALUES numeric values, else
-    None. An `epoch` pair stays a value, as the HF Trainer logs it."""
+    None. An `epoch` pair stays a value, as the HF Trainer logs it. A pair alone in parentheses right after another
+    one's value is a statistic of that value, named after both: ``reward=0.300 (std=0.459)`` is ``reward_std``
+    (a bare ``std`` would say nothing of what it is the spread of)."""
     pairs: dict[str, int | float] = {}
+    before = None
     for match in _KV_PAIR.finditer(line):
         value = number(match.group("value"))
+        key = kv_key(match.group("key"))
+        if (
+            before is not None
+            and _OPENS.fullmatch(line, before.end(), match.start())
+            and _CLOSES.match(line, match.end())
+        ):
+            key = f"{kv_key(before.group('key'))}_{key}"
         if value is not None:
-            pairs.setdefault(kv_key(match.group("key")), value)
+            pairs.setdefault(key, value)
+        before = match
     step = next((integral(pairs.pop(k)) for k in KV_STEP_KEYS if k in pairs), None)
     for key in KV_STEP_KEYS:  # a second spelling of the step is not a value either
         pairs.pop(key, None)
@@ -256,12 +276,14 @@ def kv_line(line: str) -> KvLine | None:
 
 def kv_trailing(line: str) -> dict[str, int | float] | None:
     """Values printed on a line of their own, without a step (DeepSpeed-Chat's ``average reward score: -0.68`` under
-    its ``epoch: 0|step: 0|…`` line): the pairs, when from the first of them to the end the line holds nothing else;
-    else None. A step or an epoch on the line, prose around a number (``Attempted loss scale: 65536, reducing to
-    32768``), a unit (``latency=7.99s``) or an assignment spaced as code and mathematics write it (``x = 8``,
-    ``test_index = 1`` in a completion the trainer prints) make it no such line."""
+    its ``epoch: 0|step: 0|…`` line): the pairs, when the line holds nothing else (but its indentation); else None. A
+    step or an epoch on the line, prose around a number (``Attempted loss scale: 65536, reducing to 32768``), a
+    unit (``latency=7.99s``), an assignment spaced as code and mathematics write it (``x = 8``, ``test_index = 1``
+    in a completion the trainer prints), or anything before the first pair make it no such line: a markdown bullet
+    in a printed completion (``* Number of sweaters: 4``) is prose, and a label (``Config: steps=50, lr=5e-06``) says
+    what the pairs are, the settings of a launch rather than values of the step before."""
     found = list(_KV_PAIR.finditer(line))
-    if not found or _KV_PAIR.sub("", line[found[0].start() :]).strip(" \t,|;"):
+    if not found or line[: found[0].start()].strip() or _KV_PAIR.sub("", line[found[0].start() :]).strip(" \t,|;"):
         return None
     if any(_SPACED_ASSIGNMENT.search(match.group(0)) for match in found):
         return None

@@ -40,11 +40,14 @@ Formats, and why each is read the way it is:
   (tqdm bars, pretty-printed dicts spread over lines, warnings, checkpoint messages) is ignored. A file's first
   such line fixes its format:
   ``console_trl``: a whole line that is one Python dict literal, as the HF Trainer prints per logging step
-  (``nan``/``inf``, numpy/torch scalar wrappers and numeric strings are read as numbers), or such a line a terminal
+  (``nan``/``inf``, numpy/torch scalar wrappers, ``tensor(0.5, device='cuda:0', grad_fn=<MeanBackward0>)`` too,
+  and numeric strings are read as numbers), or such a line a terminal
   capture hard-wrapped at its width: pieces as wide as the first (within a column) are joined until the dict is
   whole (the last piece of any width, so a dict a newline broke once anywhere, inside a key too, is joined), and
   one whose last piece is not written yet is read at the next ingest. The start of a metric dict (a brace and two
-  numeric pairs) whose rest never comes is a ``bad_line`` issue, never lost without a word. The step is the dict's
+  numeric pairs) whose rest never comes, or a whole one that is no Python literal, is a ``bad_line`` issue, each
+  one, never lost without a word; it is still one of the file's metric lines (it fixes the format, so the
+  ``key: value`` lines around it are not read instead, and takes its ordinal). The step is the dict's
   ``step`` if it has one, else the count of the train progress bar drawn before it on its line (TRL's console:
   ``5/100 [26:14<…]{'loss': …}`` is step 5; ``step_source: "progress_bar"``, _bar_step, while the counts keep to the
   Trainer's logging grid: a block-buffered output prints its dicts in bursts after the bar ran ahead, and such a log
@@ -62,11 +65,16 @@ Formats, and why each is read the way it is:
   (``[Step 20] loss=1.55 | kl=0.01``, ``GRPO step 10/500 | loss: 0.0``, ``epoch: 0|step: 3|act_loss: 0.21|…``,
   MiniMind's ``Epoch:[1/1](3/500), Reward: 0.38, KL_ref: 0.0004``) and at least two numeric values (one when the
   step is counted out of its total, ``Iteration 1/1, Step 37/500, loss: 0.0004``: that step wins); keys are kept
-  lower case with ``_`` for spaces (``Actor Loss`` → ``actor_loss``), so the alias seed can map them. Later lines
+  lower case with ``_`` for spaces (``Actor Loss`` → ``actor_loss``), and a pair alone in parentheses after a value
+  is a statistic of it (``reward=0.3 (std=0.46)`` → ``reward_std``), so the alias seed can map them. Later lines
   must share a key with the file's first such line (a progress line with a step is not a metric line). A per-epoch
   count is made global: ``(i/N)`` after an epoch, or a count that goes back as the printed epoch advances. A line
   of nothing but such pairs without a step (DeepSpeed-Chat's ``average reward score: …`` under its step line)
   belongs to the step of the metric line before it; one before any metric line has no step and is not read.
+  In a ``console_verl`` or ``console_kv`` log, a step count that goes back to where its launch began, or to 0 or 1,
+  after it went past it is a new launch, as a dict after the end-of-training dict is (_starts_over: an ablation
+  driver's arms run one after the other, ``[Step 50/50]`` then ``[Step 1/50]``); a count that goes back less far
+  is a resume from a checkpoint, the same run.
 
 Append-only files (JSONL, console) keep a byte offset per file, and only complete lines are read: a last line
 without its newline waits for the next ingest, unless it is whole as it is (a JSON object or a printed dict:
@@ -591,6 +599,7 @@ class TrainerLogIngest:
         """Read one JSONL or console log from its cursor; returns the new cursor, None if it could not be read."""
         cursor = dict(cursor) if cursor else {"offset": 0, "size": 0, "format": None, "ordinal": 0, "run_key": None}
         cursor.setdefault("bar", None if cursor["ordinal"] == 0 else {"total": 0})  # read before bars counted: ordinal
+        cursor.setdefault("steps", None if cursor["offset"] == 0 else [None, None])  # read before launches were told
         if size < cursor["size"]:
             self._restart(cursor, f"{path} shrank from {cursor['size']} to {size} bytes")
         end = cursor["offset"]
@@ -622,7 +631,7 @@ class TrainerLogIngest:
                     cursor.pop("wrap", None)
                     end = self._read_lines(fh, path, cursor, size, finished, kind)
                 if (wrap := cursor.pop("wrap", None)) is not None and finished:  # its last piece will not come
-                    self._dict_not_read(path, wrap, "the file ends before it does")
+                    self._dict_not_read(path, wrap, "the file ends before it does", cursor)
                 elif wrap is not None:  # its last piece is not written yet
                     end = wrap[0]
                 cursor.update(files.fingerprint(fh, end))
@@ -696,7 +705,9 @@ class TrainerLogIngest:
         lacks do not linger, and whether a launch finished is what the new content says."""
         self.report.notes.append(f"{why}; reading it again from the start")
         runs = _log_runs(cursor)
-        cursor.update(offset=0, format=None, ordinal=0, kv=None, bar=None, at_step=None, run_key=runs[0], launches=[])
+        cursor.update(
+            offset=0, format=None, ordinal=0, kv=None, bar=None, at_step=None, steps=None, run_key=runs[0], launches=[]
+        )
         for run_key in runs:
             if run_key is not None and (run_key in self.runs or run_key in self.touched):
                 info = self._run(run_key)
@@ -746,7 +757,7 @@ class TrainerLogIngest:
         evaluation's (``trainer.evaluate()`` after ``trainer.train()``), which belongs to the training it evaluated."""
         cursor["format"] = "console_trl"
         if self._log_run(path, cursor, "console_trl").state == "finished" and not _evaluation(values):
-            self._new_launch(path, offset, cursor)
+            self._new_launch(path, offset, cursor, "console_trl", "after the end-of-training dict of the one before")
         info = self._log_run(path, cursor, "console_trl")
         if "train_runtime" in values and "step" not in values:
             info.summary.update(values)
@@ -768,27 +779,34 @@ class TrainerLogIngest:
             info.config["step_source"] = "ordinal"
         self._emit(info, step, None, offset, values)
 
-    def _new_launch(self, path: Path, offset: int, cursor: dict) -> None:
+    def _new_launch(self, path: Path, offset: int, cursor: dict, origin: str, why: str) -> None:
         """A training that starts after the end of the one before in the same console log: a second ``python
-        train.py`` appended to the file (``tee -a``, a shell's capture). Read as part of the first, its steps
-        started over mid-run, and every trend, onset and plot mixed two trainings; it is a run of its own
-        (log_identity's ``<name> #2``), numbered, configured and finished on its own. The cursor keeps the earlier
-        launches' runs (``launches``), so a later ingest carries on in this one and a restart goes back to the
-        first."""
+        train.py`` appended to the file (``tee -a``, a shell's capture, a driver that runs an ablation's arms one
+        after the other). Read as part of the first, its steps started over mid-run, and every trend, onset and plot
+        mixed two trainings; it is a run of its own (log_identity's ``<name> #2``), numbered, configured and
+        finished on its own. The cursor keeps the earlier launches' runs (``launches``), so a later ingest carries
+        on in this one and a restart goes back to the first."""
         cursor["launches"] = [*(cursor.get("launches") or []), cursor["run_key"]]
-        cursor.update(run_key=None, ordinal=0, bar=None)
-        info = self._log_run(path, cursor, "console_trl")
+        cursor.update(run_key=None, ordinal=0, bar=None, kv=None, steps=None)
+        info = self._log_run(path, cursor, origin)
         self.report.notes.append(
-            f"{path}: a new training begins at byte {offset}, after the end-of-training dict of the one before: "
-            f"read as run {info.name!r} ({info.run_key})"
+            f"{path}: a new training begins at byte {offset}, {why}: read as run {info.name!r} ({info.run_key})"
         )
 
-    def _dict_not_read(self, path: Path, wrap: list, why: str) -> None:
-        """The start of a printed dict that never came whole: a metric dict is an issue, never silently lost (a
-        config printed over lines is no metric dict and stays ignored, as every other line is)."""
+    def _dict_not_read(self, path: Path, wrap: list, why: str, cursor: dict) -> None:
+        """A printed dict that never came whole, or whole but no Python literal: a metric dict is an issue, never
+        silently lost (a config printed over lines is no metric dict and stays ignored, as every other line is). It
+        is still one of the file's metric lines: it makes the file a ``console_trl`` log, so that each later dict is
+        read or said rather than passed over for the ``key: value`` lines around it, and it takes its ordinal, so
+        that the dicts after it keep their steps."""
         if opens_metric_dict(wrap[1]):
-            message = f"a printed metric dict that does not end ({why}): not read: {shown(wrap[1])}"
+            if wrap[1].rstrip().endswith("}"):
+                message = f"a printed metric dict that is no Python literal: not read: {shown(wrap[1])}"
+            else:
+                message = f"a printed metric dict that does not end ({why}): not read: {shown(wrap[1])}"
             self.report.issues.append(FileIssue(str(path), wrap[0], len(wrap[1].encode()), "bad_line", message))
+            cursor["format"] = "console_trl"
+            cursor["ordinal"] += 1
 
     def _console_line(self, path: Path, offset: int, raw: bytes, cursor: dict) -> None:
         whole = raw.decode("utf-8", errors="replace").rstrip("\r")
@@ -806,12 +824,16 @@ class TrainerLogIngest:
                 if joined[1] is not None:
                     self._console_dict(path, joined[0], joined[1], cursor, pending[4])
                 return
-            self._dict_not_read(path, pending, "the line after it does not complete it")
+            self._dict_not_read(path, pending, "the line after it does not complete it", cursor)
+            fmt = cursor["format"]  # a metric dict, even one not read, made the file a console_trl log
         if fmt in (None, "console_verl") and line.startswith("step:"):
             parsed = verl_line(line, cut=len(whole) >= CONSOLE_CUT)
             if parsed is not None and parsed[1]:
                 cursor["format"] = "console_verl"
+                if _starts_over(cursor["steps"], parsed[0]):
+                    self._new_launch(path, offset, cursor, "console_verl", _restarted(cursor["steps"], parsed[0]))
                 self._emit(self._log_run(path, cursor, "console_verl"), parsed[0], None, offset, parsed[1])
+                cursor["steps"] = _advanced(cursor["steps"], parsed[0], parsed[0])
         elif fmt in (None, "console_trl") and line.startswith("{"):
             before = whole[: whole.rfind("\r")] if "\r" in whole else ""
             values = dict_line(line.rstrip())
@@ -831,11 +853,17 @@ class TrainerLogIngest:
                 return
             if pairs is None or (state.get("keys") and not set(pairs.values) & set(state["keys"])):
                 return  # not a metric line, or one of another kind than the file's first (a progress line)
+            # a count printed per epoch starts over in every epoch but the first: only there is it a fresh start
+            first_epoch = pairs.epoch is None or pairs.epoch <= state.get("first_epoch", pairs.epoch)
+            if first_epoch and _starts_over(cursor["steps"], pairs.step):
+                self._new_launch(path, offset, cursor, "console_kv", _restarted(cursor["steps"], pairs.step))
+                state = {}
             cursor["format"] = "console_kv"
             cursor["kv"] = state
             state.setdefault("keys", sorted(pairs.values))
             state["step"] = _kv_step(state, pairs)
             self._emit(self._log_run(path, cursor, "console_kv"), state["step"], None, offset, pairs.values)
+            cursor["steps"] = _advanced(cursor["steps"], pairs.step, state["step"])
 
 
 def _unwrapped(cursor: dict, line: str) -> tuple[int, dict | None] | None:
@@ -958,6 +986,29 @@ def _evaluation(values: dict) -> bool:
 def _log_runs(cursor: dict) -> list[str | None]:
     """The runs a log's cursor has read into: each launch's, the first first (the last is the current one)."""
     return [*(cursor.get("launches") or []), cursor["run_key"]]
+
+
+def _starts_over(steps: list | None, step: int) -> bool:
+    """Whether a step line of a ``console_verl`` or ``console_kv`` log begins a new launch in the same file: its step
+    goes back to where the current launch began, or to 0 or 1, after the launch's count went past it (an ablation
+    driver's ``[Step 50/50]`` then ``[Step 1/50]`` of its next arm, a second ``python train.py`` under ``tee -a``). A
+    resume from a checkpoint goes back less far, to the step it saved, and stays the same run (its repeated steps
+    are what duplicate_steps reports). ``steps``: the launch's [first step as printed, last step], the first None
+    when an earlier read did not keep it (then only 0 or 1 is a fresh start)."""
+    if steps is None or steps[1] is None:
+        return False
+    first = steps[0] if steps[0] is not None else 1
+    return step < steps[1] and step <= max(first, 1)
+
+
+def _restarted(steps: list, step: int) -> str:
+    return f"where the step count starts over at {step} after the one before reached {steps[1]}"
+
+
+def _advanced(steps: list | None, printed: int, step: int) -> list:
+    """The launch's [first step as printed, last step] after a step line (``printed`` its step as printed, ``step``
+    the trainer's, which differ when the trainer counts per epoch)."""
+    return [printed, step] if steps is None else [steps[0], step]
 
 
 def _kv_step(state: dict, line: KvLine) -> int:
