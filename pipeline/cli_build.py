@@ -45,7 +45,7 @@ def cmd_build(args, settings: Settings) -> int:
 
 def cmd_refresh(args, settings: Settings) -> int:
     from pipeline import aliases, warehouse
-    from pipeline.checks import check_overrides, check_warehouse, load_checks
+    from pipeline.checks import check_overrides, check_warehouse, load_checks, nothing_to_check
     from pipeline.dbt_process import DbtProcess
     from pipeline.ingest import SOURCES, ingest
 
@@ -69,11 +69,19 @@ def cmd_refresh(args, settings: Settings) -> int:
     warehouse.stamp_build(settings)
     found = [row for outcome in outcomes for row in outcome.rows]
     errors = sum(r["severity"] == "error" for r in found)
-    say(
-        f"warehouse built at {settings.duckdb_path}; checks flagged {len(found)} "
-        f"{'anomaly' if len(found) == 1 else 'anomalies'} ({errors} error{'s' * (errors != 1)}): "
-        "`grpolens check` lists them"
-    )
+    con = warehouse.connect_readonly(settings)
+    try:
+        empty = nothing_to_check(con)
+    finally:
+        con.close()
+    if empty:  # the sources held no run: "flagged 0 anomalies" would read as an all-clear
+        say(f"warehouse built at {settings.duckdb_path}; no run found in the configured sources: nothing was checked")
+    else:
+        say(
+            f"warehouse built at {settings.duckdb_path}; checks flagged {len(found)} "
+            f"{'anomaly' if len(found) == 1 else 'anomalies'} ({errors} error{'s' * (errors != 1)}): "
+            "`grpolens check` lists them"
+        )
     for outcome in outcomes:
         if outcome.error:
             say(f"check {outcome.check.name} could not run: {outcome.error}")
