@@ -98,6 +98,7 @@ def ingest_path(settings: Settings, path: Path) -> str:
     from pipeline import warehouse
     from pipeline.checks import check_warehouse
     from pipeline.ingest import ingest
+    from pipeline.sources.trainer_log_runs import trainer_log_files
 
     target = path.resolve()
     is_wandb = target.suffix == ".wandb" or (target.is_dir() and next(target.rglob("*.wandb"), None) is not None)
@@ -123,10 +124,12 @@ def ingest_path(settings: Settings, path: Path) -> str:
         rows = con.execute("select run_key, name, source_files from runs").fetchall()
     finally:
         con.close()
+    # a trainer log's run keeps its files' real paths: those of a folder of links to run folders are elsewhere
+    linked = set() if is_wandb else {str(p) for p in trainer_log_files(root)}
     inside = [
         (key, name)
         for key, name, files in rows
-        if any(Path(f) == target or Path(f).is_relative_to(target) for f in files or [])
+        if any(f in linked or Path(f) == target or Path(f).is_relative_to(target) for f in files or [])
     ]
     if not inside:
         raise none_found

@@ -86,7 +86,8 @@ def test_a_refresh_of_trainer_logs_does_not_load_wandb(tmp_path):
 def test_everything_under_real_runs_ingests_then_nothing_new_costs_nothing(tmp_path):
     lake_root = tmp_path / "lake"
     first = trainer_logs.ingest(lake_root, [REAL_RUNS])
-    assert first.changed and first.issues == []
+    # the W&B run file is the one file not read that is said (its folder's media and summaries are W&B's own)
+    assert first.changed and [(Path(i.path).suffix, i.kind) for i in first.issues] == [(".wandb", "not_read")]
     found = {(r["origin"], r["project"], r["name"]) for r in runs(lake_root).values()}
     assert found == {
         ("trainer_state", "real-runs", "unsloth-llama31-8b-grpo-gsm8k"),
@@ -110,6 +111,7 @@ def test_everything_under_real_runs_ingests_then_nothing_new_costs_nothing(tmp_p
     assert trainer_logs.pending_files(lake_root, [REAL_RUNS]) == []
     again = trainer_logs.ingest(lake_root, [REAL_RUNS])
     assert not again.changed and again.files_read == 0 and again.records == 0 and again.values == 0
+    assert again.issues == [] and again.notes == []  # what was skipped is said once
     assert again.files_seen == first.files_seen
     assert parts(lake_root) == written and state_file.stat().st_mtime_ns == state_mtime
 
@@ -1034,18 +1036,94 @@ def test_ingest_takes_the_source_lock(tmp_path):
     assert trainer_logs.ingest(lake_root, [SNIPPETS]).changed
 
 
-def test_symlinks_and_checkpoint_tokenizer_files_are_not_followed(tmp_path):
+def test_checkpoint_tokenizer_files_are_not_logs(tmp_path):
     real = tmp_path / "real"
     (real / "checkpoint-1").mkdir(parents=True)
     (real / "checkpoint-1" / "trainer_state.json").write_text(_trainer_state(1, 1))
     (real / "checkpoint-1" / "merges.txt").write_text("{'loss': 1.0}\n")
     (real / "checkpoint-1" / "notes.log").write_text("{'loss': 1.0}\n")
-    (tmp_path / "scan").mkdir()
-    (tmp_path / "scan" / "link").symlink_to(real, target_is_directory=True)
-    (tmp_path / "scan" / "file.log").symlink_to(SNIPPETS / "open-r1_issue257.log")
-    assert trainer_logs.discover([tmp_path / "scan"]).count == 0
-    found = trainer_logs.discover([real])
-    assert found.logs == [] and list(found.snapshots) == [str(real.resolve())]
+    skipped: list = []
+    found = trainer_logs.discover([real], skipped)
+    assert found.logs == [] and list(found.snapshots) == [str(real.resolve())] and skipped == []
+
+
+def test_a_folder_of_symlinks_to_run_folders_is_followed_each_file_read_once(tmp_path):
+    """A sweep assembled as a folder of links to its run folders (or to their logs) read as nothing, then `grpolens
+    check` gave an all-clear. Links are followed; a file is known by its real path, so one reached through two
+    links, or a link beside the folder it points to (W&B's latest-run), is read once; a link back up the tree ends
+    there; a link to nothing is said, once."""
+    runs_dir = tmp_path / "runs"
+    for name in ("lr-1e-6", "lr-3e-6"):
+        (runs_dir / name).mkdir(parents=True)
+        (runs_dir / name / "metrics.jsonl").write_text(JSONL_LINE.format(n=1) + JSONL_LINE.format(n=2))
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "a").symlink_to(runs_dir / "lr-1e-6", target_is_directory=True)
+    (sweep / "b").symlink_to(runs_dir / "lr-3e-6", target_is_directory=True)
+    (sweep / "b-again").symlink_to(runs_dir / "lr-3e-6", target_is_directory=True)
+    (sweep / "log.jsonl").symlink_to(runs_dir / "lr-1e-6" / "metrics.jsonl")
+    (runs_dir / "lr-1e-6" / "up").symlink_to(sweep, target_is_directory=True)  # a loop
+    (sweep / "gone").symlink_to(tmp_path / "deleted-run", target_is_directory=True)
+    wandb_run = sweep / "wandb" / "run-20250101_000000-abc123"
+    (wandb_run / "files").mkdir(parents=True)
+    (wandb_run / "files" / "output.log").write_text("step:1 - actor/entropy:0.5 - critic/score/mean:0.25\n")
+    (sweep / "wandb" / "latest-run").symlink_to(wandb_run.name, target_is_directory=True)
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [sweep])
+    assert report.files_read == 3 and report.records == 5 and report.values == 10
+    assert sorted(r["name"] for r in runs(lake_root).values()) == ["lr-1e-6", "lr-3e-6", wandb_run.name]
+    assert [(Path(i.path).name, i.kind) for i in report.issues] == [("gone", "broken_link")]
+    assert "deleted-run" in report.issues[0].message
+    again = trainer_logs.ingest(lake_root, [sweep])
+    assert not again.changed and again.issues == [] and again.files_seen == 3
+
+
+def test_what_a_folder_scan_does_not_read_is_said_once_per_file(tmp_path):
+    """A folder whose files were all of formats not read gave "0 files, 0 read" and no word of them. Each file not
+    read is said once, with why, the first time an ingest meets it; a model's, code and prose files go unsaid."""
+    run, out = tmp_path / "run", tmp_path / "out"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(JSONL_LINE.format(n=1))
+    (run / "events.out.tfevents.1700000000.gpu1").write_bytes(b"\x18\x00\x00\x00")
+    (run / "results.json").write_text('{"accuracy": 0.5}')
+    (run / "dataset.csv").write_text("prompt,answer\nsix times seven,42\n")
+    for quiet in ("README.md", "adapter_model.safetensors", "train.py", ".env.txt", "vocab.txt"):
+        (run / quiet).write_text("x")
+    (run / "config.json").write_text('{"learning_rate": 1e-06}')
+    (out / "checkpoint-2").mkdir(parents=True)
+    (out / "checkpoint-2" / "trainer_state.json").write_text(_trainer_state(2, 2))
+    (out / "checkpoint-2" / "optimizer.bin").write_bytes(b"\0")
+    (out / "train.log").write_text("{'loss': 0.0, 'kl': 0.01, 'reward': 0.1}\n")
+    lake_root = tmp_path / "lake"
+    first = trainer_logs.ingest(lake_root, [tmp_path])
+    said = sorted((Path(i.path).name, i.kind) for i in first.issues)
+    assert said == [
+        ("dataset.csv", "not_read"),
+        ("events.out.tfevents.1700000000.gpu1", "not_read"),
+        ("results.json", "not_read"),
+        ("train.log", "not_read"),
+    ]
+    why = {Path(i.path).name: i.message for i in first.issues}
+    assert "trainer_state.json" in why["train.log"]
+    assert "not a format trainer logs are read from" in why["events.out.tfevents.1700000000.gpu1"]
+    assert len(first.runs_touched) == 2
+    again = trainer_logs.ingest(lake_root, [tmp_path])
+    assert not again.changed and again.issues == [] and again.notes == []
+    (run / "reward_curve.png").write_bytes(b"\x89PNG")  # a new one is said, alone
+    later = trainer_logs.ingest(lake_root, [tmp_path])
+    assert [Path(i.path).name for i in later.issues] == ["reward_curve.png"] and later.values == 0
+
+    plots = tmp_path / "plots"  # nothing to read: said once file by file, then each time in one note
+    plots.mkdir()
+    for n in range(25):
+        (plots / f"step_{n}.png").write_bytes(b"\x89PNG")
+    report = trainer_logs.ingest(tmp_path / "lake2", [plots])
+    lines = report.lines()
+    assert len(report.issues) == 25 and sum("skipped: " in line for line in lines) == 21
+    assert lines[-1] == "  skipped: 5 more files not read (`ingest_issues` lists each, and why)"
+    quiet = trainer_logs.ingest(tmp_path / "lake2", [plots])
+    assert quiet.issues == [] and [n.split(":")[0] for n in quiet.notes] == ["no trainer log found"]
+    assert "the 25 files found were skipped" in quiet.notes[0]
 
 
 def test_a_log_that_shrank_is_read_again_from_the_start(tmp_path):
@@ -1115,7 +1193,8 @@ def test_a_log_named_on_its_own_is_read_whatever_its_suffix(tmp_path):
 def test_a_trainer_state_under_another_name_or_its_bare_log_history_is_read(tmp_path):
     """Public TRL projects publish the Trainer's state as training_logs.json, or its log_history list on its own
     (a BOM and NaN included): a JSON file is a trainer state by its first bytes, whatever its name, in a folder scan
-    or named on its own. Other JSON (a model config, results) is not read; the tokenizer's is not even opened."""
+    or named on its own. Other JSON (a model config, results) is not read, results said to be; the tokenizer's is not
+    even opened."""
     renamed, bare, other = tmp_path / "renamed", tmp_path / "bare", tmp_path / "other"
     for folder in (renamed, bare, other):
         folder.mkdir()
@@ -1131,7 +1210,10 @@ def test_a_trainer_state_under_another_name_or_its_bare_log_history_is_read(tmp_
         str(bare.resolve()): [(bare / "training_log.json").resolve()]
     }
     report = trainer_logs.ingest(tmp_path / "lake", [tmp_path])
-    assert report.issues == [] and sorted(r["name"] for r in runs(tmp_path / "lake").values()) == ["bare", "renamed"]
+    assert sorted(r["name"] for r in runs(tmp_path / "lake").values()) == ["bare", "renamed"]
+    said = [(Path(i.path).name, i.kind, i.message) for i in report.issues]  # the results and the rows, not the config
+    assert [(n, k) for n, k, _m in said] == [("all_results.json", "not_read"), ("rows.json", "not_read")]
+    assert all("without a log_history" in m for _n, _k, m in said)
     values = values_by_step(tmp_path / "lake", run_of(tmp_path / "lake", "bare")["run_key"])
     assert values[2]["reward"][3] == 0.5 and math.isnan(values[2]["grad_norm"][3])
     assert (

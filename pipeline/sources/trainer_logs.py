@@ -175,6 +175,7 @@ _RAY_TAG = re.compile(r"^\((?:[\w.]+)\s+pid=\d+(?:,\s*ip=[\w.:]+)?\)\s*")
 # is no such wrap (a pretty-printed dict's lines, a config dict printed over several lines: not metrics).
 WRAP_MIN_WIDTH = 80
 WRAP_MAX_PIECES = 64
+UNREAD_SHOWN = 20  # files of formats not read said one per line in an ingest's report; the rest in one line
 
 
 class TrainerLogReport(IngestReport):
@@ -190,8 +191,31 @@ class TrainerLogReport(IngestReport):
             )
         ]
         out += [f"  note: {n}" for n in self.notes]
-        out += [f"  skipped: {i.path} @ byte {i.offset}: {i.kind}: {i.message}" for i in self.issues]
+        # a folder of plots or W&B media tables is said in a few lines; the lake's ingest_issues keeps every file
+        unread = {id(i) for i in [i for i in self.issues if i.kind == "not_read"][UNREAD_SHOWN:]}
+        said = [i for i in self.issues if id(i) not in unread]
+        out += [f"  skipped: {i.path} @ byte {i.offset}: {i.kind}: {i.message}" for i in said]
+        if unread:
+            out.append(f"  skipped: {len(unread)} more files not read (`ingest_issues` lists each, and why)")
         return out
+
+
+def _unsaid(skipped: list[FileIssue], said: dict, found: Found, report: TrainerLogReport) -> list[FileIssue]:
+    """What discovery skipped that no ingest has said yet (``said``: path -> kind, kept in the cursor file), now
+    added to the report's issues: each file once, the first time it is met, and again only if why changes; a
+    refresh repeats none of it. When nothing is left to read, that is said each time, and why is where to look."""
+    unsaid = [issue for issue in skipped if said.get(issue.path) != issue.kind]
+    report.issues += unsaid
+    if skipped and not unsaid and not found.count:
+        report.notes.append(
+            f"no trainer log found: {_files(len(skipped))} skipped, as an earlier ingest said (`grpolens sql "
+            "\"select path, message from ingest_issues where source = 'trainer_log'\"` lists why)"
+        )
+    return unsaid
+
+
+def _files(n: int) -> str:
+    return "the one file found was" if n == 1 else f"the {n} files found were"
 
 
 # ------------------------------------------------------------------------------------------------------ cursors
@@ -253,7 +277,7 @@ def configs_changed(found: Found, cursors: dict) -> list[Path]:
 def pending_files(lake_root: Path, roots: Iterable[Path]) -> list[Path]:
     """What the next ingest would read: for sensors, which must not take the ingest lock or write anything."""
     state = lake.IngestState.load(Path(lake_root), SOURCE)
-    found = discover(roots)
+    found = discover(roots, lake_root=Path(lake_root))
     todo, _ = logs_with_new_bytes(found.logs, state.data.get("files", {}))
     plans, _ = snapshots_changed(found.snapshots, state.data.get("snapshots", {}))
     configs = configs_changed(found, state.data.get("configs", {}))
@@ -290,12 +314,14 @@ class TrainerLogIngest:
             config_cursors: dict = state.data.setdefault("configs", {})
             self.runs: dict = state.data.setdefault("runs", {})
             report.issues += files.root_issues(self.roots, "GRPOLENS_TRAINER_LOGS")
-            found = discover(self.roots, report.issues)
+            skipped: list[FileIssue] = []
+            found = discover(self.roots, skipped, self.lake_root)
+            unsaid = _unsaid(skipped, state.data.get("skipped", {}), found, report)
             report.files_seen = found.count
             todo, unreadable = logs_with_new_bytes(found.logs, cursors)
             plans, unreadable_snapshots = snapshots_changed(found.snapshots, snapshot_cursors)
             report.issues += unreadable + unreadable_snapshots
-            if not todo and not plans and not configs_changed(found, config_cursors):
+            if not todo and not plans and not configs_changed(found, config_cursors) and not unsaid:
                 report.seconds = time.perf_counter() - started
                 return report
 
@@ -335,6 +361,7 @@ class TrainerLogIngest:
             lake.write_issues(self.lake_root, SOURCE, ingest_id, report.issues, now)
             for key, info in self.touched.items():
                 self.runs[key] = info.to_state()
+            state.data["skipped"] = {issue.path: issue.kind for issue in skipped}
             state.save(ingest_id)
             report.ingest_id = ingest_id
             report.runs_touched = sorted(self.touched)
