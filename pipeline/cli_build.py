@@ -109,8 +109,8 @@ def ingest_path(settings: Settings, path: Path) -> str:
         reports = ingest(replace(settings, trainer_logs=(root,)), ("trainer_log",), progress=say)
     _fail_on_source_problems(reports)
     none_found = UserError(
-        f"no run found in {path} (a W&B run folder, a .wandb file, a trainer_state.json, a JSONL metrics file or a "
-        "console log)"
+        f"no run found in {path} (a W&B run folder, a .wandb file, a trainer_state.json, a JSONL or CSV metrics "
+        "file or a console log)"
     )
     touched = [run for report in reports.values() for run in getattr(report, "runs_touched", None) or []]
     if not touched and not settings.duckdb_path.exists():

@@ -257,6 +257,7 @@ def test_no_run_found_is_no_all_clear(tmp_path):
     (logs / "rewards.csv").write_text("prompt,reward\nsix times seven,1\n")
     env = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_TRAINER_LOGS": str(logs)}
     refreshed = grpolens("refresh", env=env, check=True).stderr
+    assert "rewards.csv @ byte 0: not_read: a CSV whose header names no step column" in refreshed
     assert "checks flagged" not in refreshed
     assert refreshed.strip().splitlines()[-1].endswith("no run found in the configured sources: nothing was checked")
     checked = grpolens("check", env=env)

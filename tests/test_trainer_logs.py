@@ -1104,7 +1104,7 @@ def test_what_a_folder_scan_does_not_read_is_said_once_per_file(tmp_path):
         ("train.log", "not_read"),
     ]
     why = {Path(i.path).name: i.message for i in first.issues}
-    assert "trainer_state.json" in why["train.log"]
+    assert "no step column" in why["dataset.csv"] and "trainer_state.json" in why["train.log"]
     assert "not a format trainer logs are read from" in why["events.out.tfevents.1700000000.gpu1"]
     assert len(first.runs_touched) == 2
     again = trainer_logs.ingest(lake_root, [tmp_path])
@@ -1124,6 +1124,43 @@ def test_what_a_folder_scan_does_not_read_is_said_once_per_file(tmp_path):
     quiet = trainer_logs.ingest(tmp_path / "lake2", [plots])
     assert quiet.issues == [] and [n.split(":")[0] for n in quiet.notes] == ["no trainer log found"]
     assert "the 25 files found were skipped" in quiet.notes[0]
+
+
+def test_a_csv_metric_log_is_read_row_by_row_from_its_step_column(tmp_path):
+    """verl's and custom trainers' CSV loggers, and W&B's history or chart export, write a header with a step column
+    and a row per step: read as a metric log (numbers as values, an empty cell as no value), growing by its new rows.
+    A CSV without a step column (a dataset) was, like these, "0 files"; it is said not to be one."""
+    logs = tmp_path / "logs"
+    (logs / "verl").mkdir(parents=True)
+    (logs / "wandb").mkdir()
+    verl = logs / "verl" / "training_metrics_grpo.csv"
+    verl.write_bytes("\ufeffstep,actor_entropy,critic_score_mean,phase\n1,0.04,0,warmup\n2,0.05,,\n".encode())
+    (logs / "wandb" / "export.csv").write_text('"Step","_timestamp","train/reward"\n10,1700000000.5,0.25\n20,,nan\n')
+    (logs / "prompts.csv").write_text("prompt,answer\nsix times seven,42\n")
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [logs])
+    assert [(Path(i.path).name, i.kind) for i in report.issues] == [("prompts.csv", "not_read")]
+    run = run_of(lake_root, "training_metrics_grpo")
+    assert run["origin"] == "csv" and run["last_step"] == 2
+    got = values_by_step(lake_root, run["run_key"])
+    assert {step: set(row) for step, row in got.items()} == {
+        1: {"actor_entropy", "critic_score_mean", "phase"},
+        2: {"actor_entropy"},
+    }
+    assert got[1]["actor_entropy"][3] == 0.04 and got[1]["critic_score_mean"][4] == 0
+    assert got[1]["phase"][5] == "warmup" and got[2]["actor_entropy"][3] == 0.05
+    exported = values_by_step(lake_root, run_of(lake_root, "export")["run_key"])
+    assert sorted(exported) == [10, 20] and exported[10]["train/reward"][3] == 0.25
+    assert exported[10]["train/reward"][7] is not None and exported[20]["train/reward"][7] is None  # _timestamp
+    assert exported[20]["train/reward"][3] is None or math.isnan(exported[20]["train/reward"][3])
+
+    with verl.open("a") as fh:  # the trainer logs two more steps, one of them cut short
+        fh.write("3,0.06,1,\n4,0.07\n")
+    grown = trainer_logs.ingest(lake_root, [logs])
+    assert grown.records == 2 and grown.values == 2  # the new rows only
+    assert [(i.kind, i.offset > 0) for i in grown.issues] == [("bad_line", True)]
+    assert "2 fields where the header has 4" in grown.issues[0].message
+    assert sorted(values_by_step(lake_root, run["run_key"])) == [1, 2, 3]
 
 
 def test_a_log_that_shrank_is_read_again_from_the_start(tmp_path):

@@ -1,6 +1,6 @@
-"""Where trainer logs are and which run each belongs to: discovery of trainer_state.json, JSONL and console logs
-below the roots (and of the config file saved beside a log), run identity (run_id, run_key, project and name) and
-the runs-table record ``RunInfo``. The ingest itself is pipeline.sources.trainer_logs."""
+"""Where trainer logs are and which run each belongs to: discovery of trainer_state.json, JSONL, CSV and console
+logs below the roots (and of the config file saved beside a log), run identity (run_id, run_key, project and name)
+and the runs-table record ``RunInfo``. The ingest itself is pipeline.sources.trainer_logs."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from pathlib import Path
 from pipeline.secrets import redact, redact_name
 from pipeline.sources import files
 from pipeline.sources.files import FileIssue
+from pipeline.sources.trainer_log_csv import CSV_STEP_FIELDS, csv_step_column
+from pipeline.sources.trainer_log_csv import HEAD_BYTES as CSV_HEAD_BYTES
 from pipeline.values import MAX_DEPTH, depth, finite, json_text, loads_checked
 
 SOURCE = "trainer_log"
@@ -22,6 +24,7 @@ ENTITY = "local"
 DEFAULT_PROJECT = "trainer_logs"
 STATE_FILE = "trainer_state.json"
 CONSOLE_SUFFIXES = (".log", ".txt", ".out")  # .out: what SLURM captures of a job's stdout
+CSV_SUFFIX = ".csv"
 # A log with one of these stems is named after its folder; any other stem names the run itself.
 GENERIC_STEMS = {
     "output",
@@ -119,6 +122,8 @@ def _kind(name: str) -> str | None:
         return "trainer_state"
     if lower.endswith(".jsonl"):
         return "jsonl"
+    if lower.endswith(CSV_SUFFIX):
+        return "csv"
     if lower.endswith(CONSOLE_SUFFIXES) and lower not in NOT_LOGS and lower.rsplit(".", 1)[0] not in NOT_LOG_STEMS:
         return "console"
     return None
@@ -138,7 +143,10 @@ def _not_read(name: str) -> str | None:
     return f"not a format trainer logs are read from ({READ_FORMATS})"
 
 
-READ_FORMATS = "trainer_state.json or another JSON holding a log_history, *.jsonl, *.log/*.txt/*.out console logs"
+READ_FORMATS = (
+    "trainer_state.json or another JSON holding a log_history, *.jsonl, *.csv with a step column, "
+    "*.log/*.txt/*.out console logs"
+)
 
 
 def _holds_log_history(path: Path) -> bool:
@@ -170,6 +178,15 @@ def state_run_dir(path: Path) -> Path:
     return path.parent.parent if _CHECKPOINT.match(path.parent.name) else path.parent
 
 
+def _csv_log(path: Path) -> bool:
+    """A CSV whose header names a step column: a metric log, not a dataset or a results table."""
+    try:
+        with open(path, "rb") as fh:
+            return csv_step_column(fh.read(CSV_HEAD_BYTES)) is not None
+    except OSError:
+        return False
+
+
 def _identity(folder: Path | str) -> tuple[int, int] | None:
     """A folder's (device, inode): the same for every path that leads to it, links included."""
     try:
@@ -189,12 +206,13 @@ def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None, lake
     Inside a ``checkpoint-N`` folder only ``trainer_state.json`` counts (the rest are weights and tokenizer files),
     and a console log in a folder that has its trainer_state.json snapshots is left out ("where that is all there
     is"). Elsewhere any ``*.json`` whose first bytes show a ``log_history`` (``_holds_log_history``) is a
-    snapshot of its folder's run, as a ``trainer_state.json`` there would be. A folder holding logs is looked at
-    for a config file (CONFIG_FILES), one stat per name.
+    snapshot of its folder's run, as a ``trainer_state.json`` there would be, and a ``*.csv`` is a log when its
+    header names a step column. A folder holding logs is looked at for a config file (CONFIG_FILES), one stat per
+    name.
 
     What is not read is added to ``skipped`` with why, once per file (the ingest says each once, the first time it
-    meets it): a file of a format not read, a JSON without a log_history, a console log beside its run's
-    trainer_state.json, a link to nothing, a special file, a folder that cannot be searched. Left
+    meets it): a file of a format not read, a JSON without a log_history, a CSV without a step column, a console log
+    beside its run's trainer_state.json, a link to nothing, a special file, a folder that cannot be searched. Left
     unsaid: files inside checkpoint folders, hidden ones, a model's, tokenizer's, code and prose files
     (``_not_read``), and what a W&B run folder holds besides its ``.wandb`` file (media, summaries: the W&B
     source's; its ``files/output.log`` is read here).
@@ -224,6 +242,10 @@ def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None, lake
         elif kind is None and not named:
             if not wandb:
                 skip(full, "not_read", "a JSON file without a log_history (a config, results, a dataset): not read")
+            return
+        if kind == "csv" and not _csv_log(full):
+            step_fields = ", ".join(CSV_STEP_FIELDS)
+            skip(full, "not_read", f"a CSV whose header names no step column ({step_fields}): not a metric log")
             return
         if kind is None:  # a file named on its own: a console log whatever its suffix, unless it is binary
             if not _text(full):

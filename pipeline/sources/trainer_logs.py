@@ -1,5 +1,6 @@
-"""Incremental ingest of what a trainer wrote itself, for runs that have no W&B: ``trainer_state.json``, JSONL
-metric logs and console logs. The lake rows have the same shape as W&B runs, so every mart and check works on them.
+"""Incremental ingest of what a trainer wrote itself, for runs that have no W&B: ``trainer_state.json``, JSONL and
+CSV metric logs and console logs. The lake rows have the same shape as W&B runs, so every mart and check works on
+them.
 This module keeps the cursors and runs the ingest; finding the files and naming the runs is
 pipeline.sources.trainer_log_runs, and how one line of each format is read is pipeline.sources.trainer_log_lines.
 
@@ -54,6 +55,9 @@ Formats, and why each is read the way it is:
   count is made global: ``(i/N)`` after an epoch, or a count that goes back as the printed epoch advances. A line
   of nothing but such pairs without a step (DeepSpeed-Chat's ``average reward score: …`` under its step line)
   belongs to the step of the metric line before it; one before any metric line has no step and is not read.
+- **CSV metric logs** (``*.csv`` whose header names a step column, ``origin = "csv"``; the others are datasets,
+  said and not read): a row per step, read line by line from a byte offset as a JSONL log is; the header, the
+  file's first line, is kept in the cursor. pipeline.sources.trainer_log_csv.
 
 Append-only files (JSONL, console) keep a byte offset per file, and only complete lines are read: a last line
 without its newline waits for the next ingest, unless it is whole as it is (a JSON object or a printed dict:
@@ -110,6 +114,9 @@ from pipeline import lake
 from pipeline.secrets import redact
 from pipeline.sources import files
 from pipeline.sources.files import FileIssue, IngestReport, failed_file
+from pipeline.sources.trainer_log_csv import CSV_STEP_FIELDS, CsvHeader
+from pipeline.sources.trainer_log_csv import header as csv_header
+from pipeline.sources.trainer_log_csv import row as csv_row
 from pipeline.sources.trainer_log_lines import (
     BadLine,
     ConfigRecord,
@@ -557,7 +564,7 @@ class TrainerLogIngest:
     # -- append-only logs
 
     def _read_log(self, path: Path, kind: str, size: int, mtime_ns: int, cursor: dict | None) -> dict | None:
-        """Read one JSONL or console log from its cursor; returns the new cursor, None if it could not be read."""
+        """Read one JSONL, CSV or console log from its cursor; returns the new cursor, None if it could not be read."""
         cursor = dict(cursor) if cursor else {"offset": 0, "size": 0, "format": None, "ordinal": 0, "run_key": None}
         cursor.setdefault("bar", None if cursor["ordinal"] == 0 else {"total": 0})  # read before bars counted: ordinal
         if size < cursor["size"]:
@@ -612,7 +619,7 @@ class TrainerLogIngest:
 
     def _read_lines(self, fh, path: Path, cursor: dict, size: int, finished: bool, kind: str) -> int:
         """Read a log's complete lines from its cursor's offset; returns the offset read up to."""
-        read_line = self._jsonl_line if kind == "jsonl" else self._console_line
+        read_line = {"jsonl": self._jsonl_line, "csv": self._csv_line}.get(kind, self._console_line)
         end = cursor["offset"]
         for offset, raw in complete_lines(fh, cursor["offset"], size, finished, kind):
             end = min(offset + len(raw) + 1, size)  # a quiet file's last line may have no newline
@@ -679,6 +686,26 @@ class TrainerLogIngest:
                     )
                 )
             self._emit(self._log_run(path, cursor, "jsonl"), step, ts_us, offset, items)
+
+    def _csv_line(self, path: Path, offset: int, raw: bytes, cursor: dict) -> None:
+        """A line of a CSV metric log (pipeline.sources.trainer_log_csv): the header at the file's start (again when
+        it is read again from there), then a row per step."""
+        if offset == 0:
+            head = csv_header(raw)
+            cursor["csv"] = head.to_state() if head is not None else None
+            if head is None:  # discovery read this header with a step column: the file was rewritten since
+                why = f"the header names no step column ({', '.join(CSV_STEP_FIELDS)}): the file is not read"
+                self.report.issues.append(FileIssue(str(path), 0, len(raw) + 1, "no_step", why))
+            return
+        if cursor.get("csv") is None:
+            return
+        try:
+            row = csv_row(raw, CsvHeader.from_state(cursor["csv"]))
+        except BadLine as exc:
+            self.report.issues.append(FileIssue(str(path), offset, len(raw) + 1, exc.kind, str(exc)))
+            return
+        if row is not None:
+            self._emit(self._log_run(path, cursor, "csv"), row[0], row[1], offset, row[2])
 
     def _console_dict(self, path: Path, offset: int, values: dict, cursor: dict, before: str = "") -> None:
         """One of the HF Trainer's printed log dicts: at its `step`, else at the step its progress bar counted on its
