@@ -110,7 +110,7 @@ def ingest_path(settings: Settings, path: Path) -> str:
     _fail_on_source_problems(reports)
     none_found = UserError(
         f"no run found in {path} (a W&B run folder, a .wandb file, a trainer_state.json, a JSONL or CSV metrics "
-        "file or a console log)"
+        "file, a notebook or a console log)"
     )
     touched = [run for report in reports.values() for run in getattr(report, "runs_touched", None) or []]
     if not touched and not settings.duckdb_path.exists():

@@ -1163,6 +1163,115 @@ def test_a_csv_metric_log_is_read_row_by_row_from_its_step_column(tmp_path):
     assert sorted(values_by_step(lake_root, run["run_key"])) == [1, 2, 3]
 
 
+def _notebook(*cells: list[dict]) -> str:
+    """An nbformat 4 notebook of code cells with these outputs, as Jupyter saves it."""
+    return json.dumps(
+        {
+            "nbformat": 4,
+            "nbformat_minor": 5,
+            "metadata": {"kernelspec": {"name": "python3"}},
+            "cells": [
+                {"cell_type": "code", "execution_count": n, "metadata": {}, "source": ["trainer.train()"], "outputs": o}
+                for n, o in enumerate(cells, 1)
+            ],
+        },
+        indent=1,
+    )
+
+
+def _stream(text: str, name: str = "stdout") -> dict:
+    return {"output_type": "stream", "name": name, "text": text.splitlines(keepends=True)}
+
+
+def _progress_table(header: list[str], rows: list[list], value: int, total: int) -> dict:
+    """What transformers' NotebookProgressCallback leaves in a saved notebook: its bar, then its table."""
+    page = f"<div><progress value='{value}' max='{total}'></progress> [{value}/{total} 01:10, Epoch 1/1]</div>\n"
+    page += '<table border="1" class="dataframe">\n  <thead>\n <tr style="text-align: left;">\n'
+    page += "".join(f"      <th>{name}</th>\n" for name in header) + "    </tr>\n  </thead>\n  <tbody>\n"
+    for row in rows:
+        page += "    <tr>\n" + "".join(f"      <td>{cell}</td>\n" for cell in row) + "    </tr>\n"
+    page += "  </tbody>\n</table><p>"
+    data = {"text/html": page.splitlines(keepends=True), "text/plain": ["<IPython.core.display.HTML object>"]}
+    return {"output_type": "display_data", "metadata": {}, "data": data}
+
+
+def test_a_notebook_is_read_as_its_console_and_its_progress_tables(tmp_path):
+    """GRPO runs are often published as the notebook that ran them; one was read as nothing, and named on its own as
+    a console log without a metric line. Its cells' printed output is read as the console it was (a dict split over
+    two stream outputs joined), and each training-progress table transformers drew (here Unsloth's SFT, then its
+    GRPO with every TRL metric) is a training of its own; a DataFrame's table is none."""
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    dicts = _stream("Loading model...\n{'loss': '0.5', 'reward': '0.1', 'kl': '0.0'")
+    rest = _stream(
+        ", 'epoch': '0.1'}\n{'loss': '0.4', 'reward': '0.3', 'kl': '0.01', 'epoch': '0.2'}\n"
+        "{'train_runtime': '10.0', 'train_loss': '0.45', 'epoch': '0.2'}\n"
+    )
+    result = {"output_type": "execute_result", "execution_count": 1, "metadata": {}, "data": {"text/plain": ["done"]}}
+    sft = _progress_table(["Step", "Training Loss"], [[5, 1.2], [10, 0.9]], 10, 10)
+    frame = _progress_table(["", "step", "reward"], [[0, 1, 0.5]], 1, 1)  # a DataFrame shown: no progress table
+    header = ["Step", "Training Loss", "reward", "completions / mean_length", "kl"]
+    grpo = [[1, "0.001566", "-0.422000", "5.000000", "1.565526"], [2, "No Log", "0.083500", "4.750000", "3.132593"]]
+    notebook = folder / "grpo_colab.ipynb"
+    notebook.write_text(_notebook([dicts, rest, result], [sft], [frame], [_stream("GRPO\n", "stderr")]))
+    with notebook.open("r+") as fh:  # the GRPO cell as it stood when saved mid-training
+        doc = json.load(fh)
+        doc["cells"][3]["outputs"].append(_progress_table(header, grpo, 2, 300))
+        fh.seek(0)
+        fh.write(json.dumps(doc))
+    assert trainer_logs.discover([notebook]).logs == [(notebook.resolve(), "notebook")]  # named on its own too
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [folder])
+    assert report.issues == [] and report.notes == []
+    console, first, second = (run_of(lake_root, n) for n in ("grpo_colab", "grpo_colab #2", "grpo_colab #3"))
+    assert (console["origin"], console["state"], json.loads(console["config"])) == (
+        "console_trl",
+        "finished",
+        {"step_source": "ordinal"},
+    )
+    printed = values_by_step(lake_root, console["run_key"])
+    assert sorted(printed) == [1, 2] and printed[1]["loss"][3] == 0.5 and printed[2]["kl"][3] == 0.01
+    assert (first["origin"], first["state"]) == ("notebook_table", "finished")
+    assert {s: {k: v[3] for k, v in row.items()} for s, row in values_by_step(lake_root, first["run_key"]).items()} == {
+        5: {"loss": 1.2},
+        10: {"loss": 0.9},
+    }
+    assert second["state"] == "unknown"  # its bar stood at 2 of 300
+    table = values_by_step(lake_root, second["run_key"])
+    assert {s: sorted(row) for s, row in table.items()} == {
+        1: ["completions/mean_length", "kl", "loss", "reward"],
+        2: ["completions/mean_length", "kl", "reward"],  # "No Log": no value
+    }
+    assert table[1]["reward"][3] == -0.422 and table[2]["kl"][3] == 3.132593
+
+    doc["cells"][3]["outputs"][-1] = _progress_table(header, [*grpo, [3, "0.04", "0.5", "4.5", "1.4"]], 3, 300)
+    notebook.write_text(json.dumps(doc))  # saved again: read again whole, the earlier read's values give way
+    again = trainer_logs.ingest(lake_root, [folder])
+    assert again.issues == [] and len(again.runs_touched) == 3
+    assert run_of(lake_root, "grpo_colab #3")["history_from_ingest"] == again.ingest_id
+    latest = history(lake_root, f"run_key = '{second['run_key']}' and ingest_id = {again.ingest_id}")
+    assert sorted({row[1] for row in latest}) == [1, 2, 3] and len(latest) == 11
+    assert not trainer_logs.ingest(lake_root, [folder]).changed  # unchanged: one stat, nothing read
+
+
+def test_a_notebook_with_nothing_to_read_or_none_at_all_is_said(tmp_path):
+    folder = tmp_path / "nb"
+    folder.mkdir()
+    (folder / "eda.ipynb").write_text(_notebook([_stream("rows: 1000\n")]))
+    (folder / "broken.ipynb").write_text(_notebook([_stream("x\n")])[:50])  # cut off mid-save
+    by_epoch = _progress_table(["Epoch", "Training Loss", "Validation Loss"], [[1, 0.5, 0.6]], 1, 1)
+    (folder / "epochs.ipynb").write_text(_notebook([by_epoch]))
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [folder])
+    assert sorted((Path(i.path).name, i.kind) for i in report.issues) == [
+        ("broken.ipynb", "bad_file"),
+        ("epochs.ipynb", "bad_line"),
+    ]
+    assert sorted(Path(n.split(":")[0]).name for n in report.notes) == ["eda.ipynb", "epochs.ipynb"]
+    assert all("no training-progress table" in n for n in report.notes)
+    assert not trainer_logs.ingest(lake_root, [folder]).changed  # said once: read again only once saved again
+
+
 def test_a_log_that_shrank_is_read_again_from_the_start(tmp_path):
     log = tmp_path / "exp" / "metrics.jsonl"
     log.parent.mkdir()

@@ -1,6 +1,6 @@
 """Where trainer logs are and which run each belongs to: discovery of trainer_state.json, JSONL, CSV and console
-logs below the roots (and of the config file saved beside a log), run identity (run_id, run_key, project and name)
-and the runs-table record ``RunInfo``. The ingest itself is pipeline.sources.trainer_logs."""
+logs and notebooks below the roots (and of the config file saved beside a log), run identity (run_id, run_key,
+project and name) and the runs-table record ``RunInfo``. The ingest itself is pipeline.sources.trainer_logs."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ ENTITY = "local"
 DEFAULT_PROJECT = "trainer_logs"
 STATE_FILE = "trainer_state.json"
 CONSOLE_SUFFIXES = (".log", ".txt", ".out")  # .out: what SLURM captures of a job's stdout
+NOTEBOOK_SUFFIX = ".ipynb"
 CSV_SUFFIX = ".csv"
 # A log with one of these stems is named after its folder; any other stem names the run itself.
 GENERIC_STEMS = {
@@ -124,6 +125,8 @@ def _kind(name: str) -> str | None:
         return "jsonl"
     if lower.endswith(CSV_SUFFIX):
         return "csv"
+    if lower.endswith(NOTEBOOK_SUFFIX):
+        return "notebook"
     if lower.endswith(CONSOLE_SUFFIXES) and lower not in NOT_LOGS and lower.rsplit(".", 1)[0] not in NOT_LOG_STEMS:
         return "console"
     return None
@@ -144,7 +147,7 @@ def _not_read(name: str) -> str | None:
 
 
 READ_FORMATS = (
-    "trainer_state.json or another JSON holding a log_history, *.jsonl, *.csv with a step column, "
+    "trainer_state.json or another JSON holding a log_history, *.jsonl, *.csv with a step column, *.ipynb, "
     "*.log/*.txt/*.out console logs"
 )
 
@@ -204,8 +207,8 @@ def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None, lake
     link back up the tree) is not searched again.
 
     Inside a ``checkpoint-N`` folder only ``trainer_state.json`` counts (the rest are weights and tokenizer files),
-    and a console log in a folder that has its trainer_state.json snapshots is left out ("where that is all there
-    is"). Elsewhere any ``*.json`` whose first bytes show a ``log_history`` (``_holds_log_history``) is a
+    and a console log or notebook in a folder that has its trainer_state.json snapshots is left out ("where that is
+    all there is"). Elsewhere any ``*.json`` whose first bytes show a ``log_history`` (``_holds_log_history``) is a
     snapshot of its folder's run, as a ``trainer_state.json`` there would be, and a ``*.csv`` is a log when its
     header names a step column. A folder holding logs is looked at for a config file (CONFIG_FILES), one stat per
     name.
@@ -291,7 +294,7 @@ def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None, lake
                 add(Path(dirpath) / name, wandb=wandb)
     # A console log next to a trainer_state.json prints the same log_history entries, rounded: the file wins.
     for path, kind in list(logs.items()):
-        if kind == "console" and os.path.dirname(path) in snapshots:
+        if kind in ("console", "notebook") and os.path.dirname(path) in snapshots:
             del logs[path]
             why = "beside its run's trainer_state.json, which holds the entries it prints unrounded: not read"
             skip(Path(path), "not_read", why)

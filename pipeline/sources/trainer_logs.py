@@ -1,6 +1,6 @@
 """Incremental ingest of what a trainer wrote itself, for runs that have no W&B: ``trainer_state.json``, JSONL and
-CSV metric logs and console logs. The lake rows have the same shape as W&B runs, so every mart and check works on
-them.
+CSV metric logs, console logs and the notebooks that ran a training. The lake rows have the same shape as W&B
+runs, so every mart and check works on them.
 This module keeps the cursors and runs the ingest; finding the files and naming the runs is
 pipeline.sources.trainer_log_runs, and how one line of each format is read is pipeline.sources.trainer_log_lines.
 
@@ -58,6 +58,9 @@ Formats, and why each is read the way it is:
 - **CSV metric logs** (``*.csv`` whose header names a step column, ``origin = "csv"``; the others are datasets,
   said and not read): a row per step, read line by line from a byte offset as a JSONL log is; the header, the
   file's first line, is kept in the cursor. pipeline.sources.trainer_log_csv.
+- **Jupyter notebooks** (``*.ipynb``): read whole each time they are saved (_read_notebook), their printed output
+  as a console log (``console_trl``…), their training-progress tables as runs of their own
+  (``origin = "notebook_table"``). pipeline.sources.trainer_log_notebooks.
 
 Append-only files (JSONL, console) keep a byte offset per file, and only complete lines are read: a last line
 without its newline waits for the next ingest, unless it is whole as it is (a JSON object or a printed dict:
@@ -100,6 +103,7 @@ file's mtime, the last time the trainer wrote to it.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -113,6 +117,7 @@ from typing import Any
 from pipeline import lake
 from pipeline.secrets import redact
 from pipeline.sources import files
+from pipeline.sources import trainer_log_notebooks as notebooks
 from pipeline.sources.files import FileIssue, IngestReport, failed_file
 from pipeline.sources.trainer_log_csv import CSV_STEP_FIELDS, CsvHeader
 from pipeline.sources.trainer_log_csv import header as csv_header
@@ -347,8 +352,9 @@ class TrainerLogIngest:
                         report.issues.append(failed_file(plan.run_dir, exc))
                 for n, (path, kind, size, mtime_ns, cursor) in enumerate(todo, len(plans) + 1):
                     self.progress(f"[{n}/{total}] {path}")
+                    read = self._read_notebook if kind == "notebook" else self._read_log
                     try:
-                        new_cursor = self._read_log(path, kind, size, mtime_ns, cursor)
+                        new_cursor = read(path, kind, size, mtime_ns, cursor)
                     except Exception as exc:
                         report.issues.append(failed_file(path, exc))
                         continue
@@ -563,16 +569,19 @@ class TrainerLogIngest:
 
     # -- append-only logs
 
-    def _read_log(self, path: Path, kind: str, size: int, mtime_ns: int, cursor: dict | None) -> dict | None:
-        """Read one JSONL, CSV or console log from its cursor; returns the new cursor, None if it could not be read."""
+    def _read_log(
+        self, path: Path, kind: str, size: int, mtime_ns: int, cursor: dict | None, text: bytes | None = None
+    ) -> dict | None:
+        """Read one JSONL, CSV or console log from its cursor; returns the new cursor, None if it could not be read.
+        ``text``: the console a notebook's outputs hold (_read_notebook), read in place of the file, whole."""
         cursor = dict(cursor) if cursor else {"offset": 0, "size": 0, "format": None, "ordinal": 0, "run_key": None}
         cursor.setdefault("bar", None if cursor["ordinal"] == 0 else {"total": 0})  # read before bars counted: ordinal
         if size < cursor["size"]:
             self._restart(cursor, f"{path} shrank from {cursor['size']} to {size} bytes")
         end = cursor["offset"]
-        finished = files.quiet(mtime_ns)
+        finished = text is not None or files.quiet(mtime_ns)
         try:
-            with open(path, "rb") as fh:
+            with open(path, "rb") if text is None else io.BytesIO(text) as fh:
                 if cursor["offset"] and files.rewritten(fh, cursor):
                     self._restart(cursor, f"{path}: the lines already read have changed (file rewritten)")
                     end = 0
@@ -609,7 +618,7 @@ class TrainerLogIngest:
         for run_key in _log_runs(cursor):
             if run_key in self.touched:
                 self.touched[run_key].touch(path, mtime_ns)
-        if kind == "console" and cursor["format"] is None and cursor["offset"] == 0 and end > 0:
+        if kind == "console" and cursor["format"] is None and cursor["offset"] == 0 and end > 0 and text is None:
             self.report.notes.append(
                 f"{path}: no metric line found (read as a console log: a TRL/HF dict per line, verl's "
                 "`step:N - key:value - …`, or `key: value` pairs with a step); nothing taken from it"
@@ -647,6 +656,10 @@ class TrainerLogIngest:
         self.report.notes.append(f"{why}; reading it again from the start")
         runs = _log_runs(cursor)
         cursor.update(offset=0, format=None, ordinal=0, kv=None, bar=None, run_key=runs[0], launches=[])
+        self._supersede(runs)
+
+    def _supersede(self, runs: list[str | None]) -> None:
+        """The values of these runs from earlier ingests give way to what this one reads of them."""
         for run_key in runs:
             if run_key is not None and (run_key in self.runs or run_key in self.touched):
                 info = self._run(run_key)
@@ -706,6 +719,49 @@ class TrainerLogIngest:
             return
         if row is not None:
             self._emit(self._log_run(path, cursor, "csv"), row[0], row[1], offset, row[2])
+
+    def _read_notebook(self, path: Path, kind: str, size: int, mtime_ns: int, cursor: dict | None) -> dict | None:
+        """A Jupyter notebook (pipeline.sources.trainer_log_notebooks), read whole each time it is saved: Jupyter
+        rewrites the file and a cell run again replaces its outputs, so no byte offset in it holds. Its printed
+        output is read as a console log is (its offsets are into that text), a training in it the run ``<name>``
+        and the next ones ``<name> #2``…; its progress tables are the trainings after those, one each (a row's
+        offset is its index). What an earlier read of the file wrote of its runs gives way to this read."""
+        try:
+            with open(path, "rb") as fh:
+                notebook = notebooks.read(fh.read())
+        except OSError as exc:
+            self.report.issues.append(FileIssue(str(path), 0, 0, "unreadable", str(exc)))
+            return None
+        except ValueError as exc:  # being saved right now, or no notebook: read again once it changes
+            self.report.issues.append(FileIssue(str(path), 0, size, "bad_file", f"not a Jupyter notebook: {exc}"))
+            fresh = {"offset": 0, "format": None, "ordinal": 0, "run_key": None}
+            return {**(cursor or fresh), "size": size, "mtime_ns": mtime_ns}  # its runs, if any, stay as read
+        if cursor:
+            self._supersede(_log_runs(cursor))
+        read = self._read_log(path, "console", len(notebook.text), mtime_ns, None, notebook.text)
+        if read is None:
+            return None
+        read.update(size=size, tail_waits=False)  # the notebook's own size: one stat tells whether it changed
+        for table in notebook.tables:
+            if read["run_key"] is not None:
+                read["launches"] = [*(read.get("launches") or []), read["run_key"]]
+            read["run_key"] = None
+            info = self._log_run(path, read, "notebook_table")
+            for index, (step, values) in enumerate(table.rows):
+                self._emit(info, step, None, index, values)
+            info.touch(path, mtime_ns)
+            if table.finished:
+                info.state = "finished"
+            self.report.records += len(table.rows)
+        for problem in notebook.problems + [p for table in notebook.tables for p in table.problems]:
+            self.report.issues.append(FileIssue(str(path), 0, 0, "bad_line", problem))
+        if read["format"] is None and not notebook.tables:
+            self.report.notes.append(
+                f"{path}: no metric line in its cells' output (a TRL/HF dict per line, verl's `step:N - key:value - "
+                "…`, `key: value` pairs with a step) and no training-progress table numbered by steps: nothing "
+                "taken from it"
+            )
+        return read
 
     def _console_dict(self, path: Path, offset: int, values: dict, cursor: dict, before: str = "") -> None:
         """One of the HF Trainer's printed log dicts: at its `step`, else at the step its progress bar counted on its
