@@ -1104,7 +1104,7 @@ def test_what_a_folder_scan_does_not_read_is_said_once_per_file(tmp_path):
         ("train.log", "not_read"),
     ]
     why = {Path(i.path).name: i.message for i in first.issues}
-    assert "no step column" in why["dataset.csv"] and "trainer_state.json" in why["train.log"]
+    assert "no step column" in why["dataset.csv"] and "trainer state (trainer_state.json)" in why["train.log"]
     assert "not a format trainer logs are read from" in why["events.out.tfevents.1700000000.gpu1"]
     assert len(first.runs_touched) == 2
     again = trainer_logs.ingest(lake_root, [tmp_path])

@@ -296,7 +296,8 @@ def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None, lake
     for path, kind in list(logs.items()):
         if kind in ("console", "notebook") and os.path.dirname(path) in snapshots:
             del logs[path]
-            why = "beside its run's trainer_state.json, which holds the entries it prints unrounded: not read"
+            state = os.path.basename(min(snapshots[os.path.dirname(path)]))
+            why = f"a console log beside its run's trainer state ({state}), whose log_history it prints: not read"
             skip(Path(path), "not_read", why)
     configs = {}
     for folder in sorted({os.path.dirname(p) for p in logs}):
