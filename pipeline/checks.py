@@ -359,6 +359,18 @@ def lacking(check: Check, logged: set[str]) -> list[str]:
     ]
 
 
+def nothing_to_check(con) -> str | None:
+    """Why a check of the whole warehouse judged nothing, said in place of its counts: no run and no rollout event
+    in it (``30 checks: 0 errors, 0 warnings`` would read as an all-clear); None when there is something."""
+    runs, events = con.sql("select (select count(*) from runs), (select count(*) from events)").fetchone()
+    if runs or events:
+        return None
+    return (
+        "no runs in the warehouse (and no rollout events): nothing was checked; ingest some first (`grpolens "
+        "refresh` with GRPOLENS_TRAINER_LOGS or GRPOLENS_WANDB_DIRS set, or `grpolens report PATH` on one run)"
+    )
+
+
 def not_applicable(con, checks: list[Check]) -> list[tuple[str, str, str]]:
     """(check, run_key, reason) for every run that lacks a canonical metric a check requires."""
     out = []

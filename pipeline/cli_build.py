@@ -45,7 +45,7 @@ def cmd_build(args, settings: Settings) -> int:
 
 def cmd_refresh(args, settings: Settings) -> int:
     from pipeline import aliases, warehouse
-    from pipeline.checks import check_overrides, check_warehouse, load_checks
+    from pipeline.checks import check_overrides, check_warehouse, load_checks, nothing_to_check
     from pipeline.dbt_process import DbtProcess
     from pipeline.ingest import SOURCES, ingest
 
@@ -69,11 +69,19 @@ def cmd_refresh(args, settings: Settings) -> int:
     warehouse.stamp_build(settings)
     found = [row for outcome in outcomes for row in outcome.rows]
     errors = sum(r["severity"] == "error" for r in found)
-    say(
-        f"warehouse built at {settings.duckdb_path}; checks flagged {len(found)} "
-        f"{'anomaly' if len(found) == 1 else 'anomalies'} ({errors} error{'s' * (errors != 1)}): "
-        "`grpolens check` lists them"
-    )
+    con = warehouse.connect_readonly(settings)
+    try:
+        empty = nothing_to_check(con)
+    finally:
+        con.close()
+    if empty:  # the sources held no run: "flagged 0 anomalies" would read as an all-clear
+        say(f"warehouse built at {settings.duckdb_path}; no run found in the configured sources: nothing was checked")
+    else:
+        say(
+            f"warehouse built at {settings.duckdb_path}; checks flagged {len(found)} "
+            f"{'anomaly' if len(found) == 1 else 'anomalies'} ({errors} error{'s' * (errors != 1)}): "
+            "`grpolens check` lists them"
+        )
     for outcome in outcomes:
         if outcome.error:
             say(f"check {outcome.check.name} could not run: {outcome.error}")
@@ -90,6 +98,7 @@ def ingest_path(settings: Settings, path: Path) -> str:
     from pipeline import warehouse
     from pipeline.checks import check_warehouse
     from pipeline.ingest import ingest
+    from pipeline.sources.trainer_log_runs import trainer_log_files
 
     target = path.resolve()
     is_wandb = target.suffix == ".wandb" or (target.is_dir() and next(target.rglob("*.wandb"), None) is not None)
@@ -100,8 +109,8 @@ def ingest_path(settings: Settings, path: Path) -> str:
         reports = ingest(replace(settings, trainer_logs=(root,)), ("trainer_log",), progress=say)
     _fail_on_source_problems(reports)
     none_found = UserError(
-        f"no run found in {path} (a W&B run folder, a .wandb file, a trainer_state.json, a JSONL metrics file or a "
-        "console log)"
+        f"no run found in {path} (a W&B run folder, a .wandb file, a trainer_state.json, a JSONL or CSV metrics "
+        "file, a notebook or a console log)"
     )
     touched = [run for report in reports.values() for run in getattr(report, "runs_touched", None) or []]
     if not touched and not settings.duckdb_path.exists():
@@ -115,10 +124,12 @@ def ingest_path(settings: Settings, path: Path) -> str:
         rows = con.execute("select run_key, name, source_files from runs").fetchall()
     finally:
         con.close()
+    # a trainer log's run keeps its files' real paths: those of a folder of links to run folders are elsewhere
+    linked = set() if is_wandb else {str(p) for p in trainer_log_files(root)}
     inside = [
         (key, name)
         for key, name, files in rows
-        if any(Path(f) == target or Path(f).is_relative_to(target) for f in files or [])
+        if any(f in linked or Path(f) == target or Path(f).is_relative_to(target) for f in files or [])
     ]
     if not inside:
         raise none_found

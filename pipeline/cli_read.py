@@ -66,14 +66,19 @@ def cmd_check(args, settings: Settings) -> int:
             str(r["started_at"] or ""),
         )
     )
+    con = warehouse.connect_readonly(settings)
+    try:
+        labels = run_lookup.labels(con)
+        empty = checks_mod.nothing_to_check(con) if run_key is None else None
+    finally:
+        con.close()
     if args.format == "json":
         json_output.write(rows, sys.stdout)
+        if empty:
+            say(empty)
+    elif empty:
+        say(empty)
     else:
-        con = warehouse.connect_readonly(settings)
-        try:
-            labels = run_lookup.labels(con)
-        finally:
-            con.close()
         shown = checks_mod.fold_recurring(rows)  # each episode stays in the JSON
         for line in terminal.check_table(
             shown, labels, terminal.width(sys.stdout), terminal.colour_enabled(sys.stdout)

@@ -248,6 +248,25 @@ def test_counts_of_one_are_singular(tmp_path):
     assert checked.splitlines()[0] == "30 checks: 1 error, 0 warnings, 0 info"
 
 
+def test_no_run_found_is_no_all_clear(tmp_path):
+    """A folder holding no log it reads built an empty warehouse: `refresh` ended with "checks flagged 0 anomalies"
+    and `check` with "30 checks: 0 errors, 0 warnings", an all-clear with nothing checked. Both say there is no run;
+    `check` exits as ever (0: nothing flagged, no rule failed) and its JSON is still one document."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "rewards.csv").write_text("prompt,reward\nsix times seven,1\n")
+    env = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_TRAINER_LOGS": str(logs)}
+    refreshed = grpolens("refresh", env=env, check=True).stderr
+    assert "rewards.csv @ byte 0: not_read: a CSV whose header names no step column" in refreshed
+    assert "checks flagged" not in refreshed
+    assert refreshed.strip().splitlines()[-1].endswith("no run found in the configured sources: nothing was checked")
+    checked = grpolens("check", env=env)
+    assert checked.returncode == 0 and checked.stdout == "" and "checks:" not in checked.stderr
+    assert checked.stderr.startswith("no runs in the warehouse (and no rollout events): nothing was checked")
+    listed = grpolens("check", "--format", "json", env=env)
+    assert listed.returncode == 0 and json.loads(listed.stdout) == [] and "no runs in the warehouse" in listed.stderr
+
+
 def test_check_on_one_run_ends_with_its_verdict(refreshed):
     env, _ = refreshed
     out = grpolens("check", "--run", "qwen2_3b_opd", env=env, check=True)

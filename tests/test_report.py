@@ -209,6 +209,19 @@ def test_a_path_that_holds_no_run_is_said_so_without_building_a_warehouse(tmp_pa
     assert not (home / "grpolens.duckdb").exists() and "dbt" not in proc.stderr
 
 
+def test_a_folder_of_links_to_a_run_folder_is_the_run(tmp_path):
+    """A sweep assembled as links to its run folders: the run read through the link is the folder's run, although
+    its files' real paths lie elsewhere."""
+    run = tmp_path / "outputs" / "2025-01-02_lr3e-6"
+    write_jsonl(run / "metrics.jsonl", [{"step": s, "reward": 0.1 + 0.01 * s, "kl": 0.01} for s in range(1, 31)])
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "lr3e-6").symlink_to(run, target_is_directory=True)
+    proc = grpolens("report", str(sweep), "--format", "json", env={"GRPOLENS_HOME": str(tmp_path / "home")})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["run"] == "2025-01-02_lr3e-6"
+
+
 def test_runs_with_little_to_judge_get_a_report_that_says_why(tmp_path):
     logs = tmp_path / "logs"
     write_jsonl(logs / "tiny" / "metrics.jsonl", [{"step": s, "reward": 0.1 * s, "kl": 0.01} for s in range(1, 4)])

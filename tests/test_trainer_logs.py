@@ -86,7 +86,8 @@ def test_a_refresh_of_trainer_logs_does_not_load_wandb(tmp_path):
 def test_everything_under_real_runs_ingests_then_nothing_new_costs_nothing(tmp_path):
     lake_root = tmp_path / "lake"
     first = trainer_logs.ingest(lake_root, [REAL_RUNS])
-    assert first.changed and first.issues == []
+    # the W&B run file is the one file not read that is said (its folder's media and summaries are W&B's own)
+    assert first.changed and [(Path(i.path).suffix, i.kind) for i in first.issues] == [(".wandb", "not_read")]
     found = {(r["origin"], r["project"], r["name"]) for r in runs(lake_root).values()}
     assert found == {
         ("trainer_state", "real-runs", "unsloth-llama31-8b-grpo-gsm8k"),
@@ -110,6 +111,7 @@ def test_everything_under_real_runs_ingests_then_nothing_new_costs_nothing(tmp_p
     assert trainer_logs.pending_files(lake_root, [REAL_RUNS]) == []
     again = trainer_logs.ingest(lake_root, [REAL_RUNS])
     assert not again.changed and again.files_read == 0 and again.records == 0 and again.values == 0
+    assert again.issues == [] and again.notes == []  # what was skipped is said once
     assert again.files_seen == first.files_seen
     assert parts(lake_root) == written and state_file.stat().st_mtime_ns == state_mtime
 
@@ -1433,18 +1435,240 @@ def test_ingest_takes_the_source_lock(tmp_path):
     assert trainer_logs.ingest(lake_root, [SNIPPETS]).changed
 
 
-def test_symlinks_and_checkpoint_tokenizer_files_are_not_followed(tmp_path):
+def test_checkpoint_tokenizer_files_are_not_logs(tmp_path):
     real = tmp_path / "real"
     (real / "checkpoint-1").mkdir(parents=True)
     (real / "checkpoint-1" / "trainer_state.json").write_text(_trainer_state(1, 1))
     (real / "checkpoint-1" / "merges.txt").write_text("{'loss': 1.0}\n")
     (real / "checkpoint-1" / "notes.log").write_text("{'loss': 1.0}\n")
-    (tmp_path / "scan").mkdir()
-    (tmp_path / "scan" / "link").symlink_to(real, target_is_directory=True)
-    (tmp_path / "scan" / "file.log").symlink_to(SNIPPETS / "open-r1_issue257.log")
-    assert trainer_logs.discover([tmp_path / "scan"]).count == 0
-    found = trainer_logs.discover([real])
-    assert found.logs == [] and list(found.snapshots) == [str(real.resolve())]
+    skipped: list = []
+    found = trainer_logs.discover([real], skipped)
+    assert found.logs == [] and list(found.snapshots) == [str(real.resolve())] and skipped == []
+
+
+def test_a_folder_of_symlinks_to_run_folders_is_followed_each_file_read_once(tmp_path):
+    """A sweep assembled as a folder of links to its run folders (or to their logs) read as nothing, then `grpolens
+    check` gave an all-clear. Links are followed; a file is known by its real path, so one reached through two
+    links, or a link beside the folder it points to (W&B's latest-run), is read once; a link back up the tree ends
+    there; a link to nothing is said, once."""
+    runs_dir = tmp_path / "runs"
+    for name in ("lr-1e-6", "lr-3e-6"):
+        (runs_dir / name).mkdir(parents=True)
+        (runs_dir / name / "metrics.jsonl").write_text(JSONL_LINE.format(n=1) + JSONL_LINE.format(n=2))
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "a").symlink_to(runs_dir / "lr-1e-6", target_is_directory=True)
+    (sweep / "b").symlink_to(runs_dir / "lr-3e-6", target_is_directory=True)
+    (sweep / "b-again").symlink_to(runs_dir / "lr-3e-6", target_is_directory=True)
+    (sweep / "log.jsonl").symlink_to(runs_dir / "lr-1e-6" / "metrics.jsonl")
+    (runs_dir / "lr-1e-6" / "up").symlink_to(sweep, target_is_directory=True)  # a loop
+    (sweep / "gone").symlink_to(tmp_path / "deleted-run", target_is_directory=True)
+    wandb_run = sweep / "wandb" / "run-20250101_000000-abc123"
+    (wandb_run / "files").mkdir(parents=True)
+    (wandb_run / "files" / "output.log").write_text("step:1 - actor/entropy:0.5 - critic/score/mean:0.25\n")
+    (sweep / "wandb" / "latest-run").symlink_to(wandb_run.name, target_is_directory=True)
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [sweep])
+    assert report.files_read == 3 and report.records == 5 and report.values == 10
+    assert sorted(r["name"] for r in runs(lake_root).values()) == ["lr-1e-6", "lr-3e-6", wandb_run.name]
+    assert [(Path(i.path).name, i.kind) for i in report.issues] == [("gone", "broken_link")]
+    assert "deleted-run" in report.issues[0].message
+    again = trainer_logs.ingest(lake_root, [sweep])
+    assert not again.changed and again.issues == [] and again.files_seen == 3
+
+
+def test_what_a_folder_scan_does_not_read_is_said_once_per_file(tmp_path):
+    """A folder whose files were all of formats not read gave "0 files, 0 read" and no word of them. Each file not
+    read is said once, with why, the first time an ingest meets it; a model's, code and prose files go unsaid."""
+    run, out = tmp_path / "run", tmp_path / "out"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(JSONL_LINE.format(n=1))
+    (run / "events.out.tfevents.1700000000.gpu1").write_bytes(b"\x18\x00\x00\x00")
+    (run / "results.json").write_text('{"accuracy": 0.5}')
+    (run / "dataset.csv").write_text("prompt,answer\nsix times seven,42\n")
+    for quiet in ("README.md", "adapter_model.safetensors", "train.py", ".env.txt", "vocab.txt"):
+        (run / quiet).write_text("x")
+    (run / "config.json").write_text('{"learning_rate": 1e-06}')
+    (out / "checkpoint-2").mkdir(parents=True)
+    (out / "checkpoint-2" / "trainer_state.json").write_text(_trainer_state(2, 2))
+    (out / "checkpoint-2" / "optimizer.bin").write_bytes(b"\0")
+    (out / "train.log").write_text("{'loss': 0.0, 'kl': 0.01, 'reward': 0.1}\n")
+    lake_root = tmp_path / "lake"
+    first = trainer_logs.ingest(lake_root, [tmp_path])
+    said = sorted((Path(i.path).name, i.kind) for i in first.issues)
+    assert said == [
+        ("dataset.csv", "not_read"),
+        ("events.out.tfevents.1700000000.gpu1", "not_read"),
+        ("results.json", "not_read"),
+        ("train.log", "not_read"),
+    ]
+    why = {Path(i.path).name: i.message for i in first.issues}
+    assert "no step column" in why["dataset.csv"] and "trainer state (trainer_state.json)" in why["train.log"]
+    assert "not a format trainer logs are read from" in why["events.out.tfevents.1700000000.gpu1"]
+    assert len(first.runs_touched) == 2
+    again = trainer_logs.ingest(lake_root, [tmp_path])
+    assert not again.changed and again.issues == [] and again.notes == []
+    (run / "reward_curve.png").write_bytes(b"\x89PNG")  # a new one is said, alone
+    later = trainer_logs.ingest(lake_root, [tmp_path])
+    assert [Path(i.path).name for i in later.issues] == ["reward_curve.png"] and later.values == 0
+
+    plots = tmp_path / "plots"  # nothing to read: said once file by file, then each time in one note
+    plots.mkdir()
+    for n in range(25):
+        (plots / f"step_{n}.png").write_bytes(b"\x89PNG")
+    report = trainer_logs.ingest(tmp_path / "lake2", [plots])
+    lines = report.lines()
+    assert len(report.issues) == 25 and sum("skipped: " in line for line in lines) == 21
+    assert lines[-1] == "  skipped: 5 more files not read (`ingest_issues` lists each, and why)"
+    quiet = trainer_logs.ingest(tmp_path / "lake2", [plots])
+    assert quiet.issues == [] and [n.split(":")[0] for n in quiet.notes] == ["no trainer log found"]
+    assert "the 25 files found were skipped" in quiet.notes[0]
+
+
+def test_a_csv_metric_log_is_read_row_by_row_from_its_step_column(tmp_path):
+    """verl's and custom trainers' CSV loggers, and W&B's history or chart export, write a header with a step column
+    and a row per step: read as a metric log (numbers as values, an empty cell as no value), growing by its new rows.
+    A CSV without a step column (a dataset) was, like these, "0 files"; it is said not to be one."""
+    logs = tmp_path / "logs"
+    (logs / "verl").mkdir(parents=True)
+    (logs / "wandb").mkdir()
+    verl = logs / "verl" / "training_metrics_grpo.csv"
+    verl.write_bytes("\ufeffstep,actor_entropy,critic_score_mean,phase\n1,0.04,0,warmup\n2,0.05,,\n".encode())
+    (logs / "wandb" / "export.csv").write_text('"Step","_timestamp","train/reward"\n10,1700000000.5,0.25\n20,,nan\n')
+    (logs / "prompts.csv").write_text("prompt,answer\nsix times seven,42\n")
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [logs])
+    assert [(Path(i.path).name, i.kind) for i in report.issues] == [("prompts.csv", "not_read")]
+    run = run_of(lake_root, "training_metrics_grpo")
+    assert run["origin"] == "csv" and run["last_step"] == 2
+    got = values_by_step(lake_root, run["run_key"])
+    assert {step: set(row) for step, row in got.items()} == {
+        1: {"actor_entropy", "critic_score_mean", "phase"},
+        2: {"actor_entropy"},
+    }
+    assert got[1]["actor_entropy"][3] == 0.04 and got[1]["critic_score_mean"][4] == 0
+    assert got[1]["phase"][5] == "warmup" and got[2]["actor_entropy"][3] == 0.05
+    exported = values_by_step(lake_root, run_of(lake_root, "export")["run_key"])
+    assert sorted(exported) == [10, 20] and exported[10]["train/reward"][3] == 0.25
+    assert exported[10]["train/reward"][7] is not None and exported[20]["train/reward"][7] is None  # _timestamp
+    assert exported[20]["train/reward"][3] is None or math.isnan(exported[20]["train/reward"][3])
+
+    with verl.open("a") as fh:  # the trainer logs two more steps, one of them cut short
+        fh.write("3,0.06,1,\n4,0.07\n")
+    grown = trainer_logs.ingest(lake_root, [logs])
+    assert grown.records == 2 and grown.values == 2  # the new rows only
+    assert [(i.kind, i.offset > 0) for i in grown.issues] == [("bad_line", True)]
+    assert "2 fields where the header has 4" in grown.issues[0].message
+    assert sorted(values_by_step(lake_root, run["run_key"])) == [1, 2, 3]
+
+
+def _notebook(*cells: list[dict]) -> str:
+    """An nbformat 4 notebook of code cells with these outputs, as Jupyter saves it."""
+    return json.dumps(
+        {
+            "nbformat": 4,
+            "nbformat_minor": 5,
+            "metadata": {"kernelspec": {"name": "python3"}},
+            "cells": [
+                {"cell_type": "code", "execution_count": n, "metadata": {}, "source": ["trainer.train()"], "outputs": o}
+                for n, o in enumerate(cells, 1)
+            ],
+        },
+        indent=1,
+    )
+
+
+def _stream(text: str, name: str = "stdout") -> dict:
+    return {"output_type": "stream", "name": name, "text": text.splitlines(keepends=True)}
+
+
+def _progress_table(header: list[str], rows: list[list], value: int, total: int) -> dict:
+    """What transformers' NotebookProgressCallback leaves in a saved notebook: its bar, then its table."""
+    page = f"<div><progress value='{value}' max='{total}'></progress> [{value}/{total} 01:10, Epoch 1/1]</div>\n"
+    page += '<table border="1" class="dataframe">\n  <thead>\n <tr style="text-align: left;">\n'
+    page += "".join(f"      <th>{name}</th>\n" for name in header) + "    </tr>\n  </thead>\n  <tbody>\n"
+    for row in rows:
+        page += "    <tr>\n" + "".join(f"      <td>{cell}</td>\n" for cell in row) + "    </tr>\n"
+    page += "  </tbody>\n</table><p>"
+    data = {"text/html": page.splitlines(keepends=True), "text/plain": ["<IPython.core.display.HTML object>"]}
+    return {"output_type": "display_data", "metadata": {}, "data": data}
+
+
+def test_a_notebook_is_read_as_its_console_and_its_progress_tables(tmp_path):
+    """GRPO runs are often published as the notebook that ran them; one was read as nothing, and named on its own as
+    a console log without a metric line. Its cells' printed output is read as the console it was (a dict split over
+    two stream outputs joined), and each training-progress table transformers drew (here Unsloth's SFT, then its
+    GRPO with every TRL metric) is a training of its own; a DataFrame's table is none."""
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    dicts = _stream("Loading model...\n{'loss': '0.5', 'reward': '0.1', 'kl': '0.0'")
+    rest = _stream(
+        ", 'epoch': '0.1'}\n{'loss': '0.4', 'reward': '0.3', 'kl': '0.01', 'epoch': '0.2'}\n"
+        "{'train_runtime': '10.0', 'train_loss': '0.45', 'epoch': '0.2'}\n"
+    )
+    result = {"output_type": "execute_result", "execution_count": 1, "metadata": {}, "data": {"text/plain": ["done"]}}
+    sft = _progress_table(["Step", "Training Loss"], [[5, 1.2], [10, 0.9]], 10, 10)
+    frame = _progress_table(["", "step", "reward"], [[0, 1, 0.5]], 1, 1)  # a DataFrame shown: no progress table
+    header = ["Step", "Training Loss", "reward", "completions / mean_length", "kl"]
+    grpo = [[1, "0.001566", "-0.422000", "5.000000", "1.565526"], [2, "No Log", "0.083500", "4.750000", "3.132593"]]
+    notebook = folder / "grpo_colab.ipynb"
+    notebook.write_text(_notebook([dicts, rest, result], [sft], [frame], [_stream("GRPO\n", "stderr")]))
+    with notebook.open("r+") as fh:  # the GRPO cell as it stood when saved mid-training
+        doc = json.load(fh)
+        doc["cells"][3]["outputs"].append(_progress_table(header, grpo, 2, 300))
+        fh.seek(0)
+        fh.write(json.dumps(doc))
+    assert trainer_logs.discover([notebook]).logs == [(notebook.resolve(), "notebook")]  # named on its own too
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [folder])
+    assert report.issues == [] and report.notes == []
+    console, first, second = (run_of(lake_root, n) for n in ("grpo_colab", "grpo_colab #2", "grpo_colab #3"))
+    assert (console["origin"], console["state"], json.loads(console["config"])) == (
+        "console_trl",
+        "finished",
+        {"step_source": "ordinal"},
+    )
+    printed = values_by_step(lake_root, console["run_key"])
+    assert sorted(printed) == [1, 2] and printed[1]["loss"][3] == 0.5 and printed[2]["kl"][3] == 0.01
+    assert (first["origin"], first["state"]) == ("notebook_table", "finished")
+    assert {s: {k: v[3] for k, v in row.items()} for s, row in values_by_step(lake_root, first["run_key"]).items()} == {
+        5: {"loss": 1.2},
+        10: {"loss": 0.9},
+    }
+    assert second["state"] == "unknown"  # its bar stood at 2 of 300
+    table = values_by_step(lake_root, second["run_key"])
+    assert {s: sorted(row) for s, row in table.items()} == {
+        1: ["completions/mean_length", "kl", "loss", "reward"],
+        2: ["completions/mean_length", "kl", "reward"],  # "No Log": no value
+    }
+    assert table[1]["reward"][3] == -0.422 and table[2]["kl"][3] == 3.132593
+
+    doc["cells"][3]["outputs"][-1] = _progress_table(header, [*grpo, [3, "0.04", "0.5", "4.5", "1.4"]], 3, 300)
+    notebook.write_text(json.dumps(doc))  # saved again: read again whole, the earlier read's values give way
+    again = trainer_logs.ingest(lake_root, [folder])
+    assert again.issues == [] and len(again.runs_touched) == 3
+    assert run_of(lake_root, "grpo_colab #3")["history_from_ingest"] == again.ingest_id
+    latest = history(lake_root, f"run_key = '{second['run_key']}' and ingest_id = {again.ingest_id}")
+    assert sorted({row[1] for row in latest}) == [1, 2, 3] and len(latest) == 11
+    assert not trainer_logs.ingest(lake_root, [folder]).changed  # unchanged: one stat, nothing read
+
+
+def test_a_notebook_with_nothing_to_read_or_none_at_all_is_said(tmp_path):
+    folder = tmp_path / "nb"
+    folder.mkdir()
+    (folder / "eda.ipynb").write_text(_notebook([_stream("rows: 1000\n")]))
+    (folder / "broken.ipynb").write_text(_notebook([_stream("x\n")])[:50])  # cut off mid-save
+    by_epoch = _progress_table(["Epoch", "Training Loss", "Validation Loss"], [[1, 0.5, 0.6]], 1, 1)
+    (folder / "epochs.ipynb").write_text(_notebook([by_epoch]))
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [folder])
+    assert sorted((Path(i.path).name, i.kind) for i in report.issues) == [
+        ("broken.ipynb", "bad_file"),
+        ("epochs.ipynb", "bad_line"),
+    ]
+    assert sorted(Path(n.split(":")[0]).name for n in report.notes) == ["eda.ipynb", "epochs.ipynb"]
+    assert all("no training-progress table" in n for n in report.notes)
+    assert not trainer_logs.ingest(lake_root, [folder]).changed  # said once: read again only once saved again
 
 
 def test_a_log_that_shrank_is_read_again_from_the_start(tmp_path):
@@ -1514,7 +1738,8 @@ def test_a_log_named_on_its_own_is_read_whatever_its_suffix(tmp_path):
 def test_a_trainer_state_under_another_name_or_its_bare_log_history_is_read(tmp_path):
     """Public TRL projects publish the Trainer's state as training_logs.json, or its log_history list on its own
     (a BOM and NaN included): a JSON file is a trainer state by its first bytes, whatever its name, in a folder scan
-    or named on its own. Other JSON (a model config, results) is not read; the tokenizer's is not even opened."""
+    or named on its own. Other JSON (a model config, results) is not read, results said to be; the tokenizer's is not
+    even opened."""
     renamed, bare, other = tmp_path / "renamed", tmp_path / "bare", tmp_path / "other"
     for folder in (renamed, bare, other):
         folder.mkdir()
@@ -1530,7 +1755,10 @@ def test_a_trainer_state_under_another_name_or_its_bare_log_history_is_read(tmp_
         str(bare.resolve()): [(bare / "training_log.json").resolve()]
     }
     report = trainer_logs.ingest(tmp_path / "lake", [tmp_path])
-    assert report.issues == [] and sorted(r["name"] for r in runs(tmp_path / "lake").values()) == ["bare", "renamed"]
+    assert sorted(r["name"] for r in runs(tmp_path / "lake").values()) == ["bare", "renamed"]
+    said = [(Path(i.path).name, i.kind, i.message) for i in report.issues]  # the results and the rows, not the config
+    assert [(n, k) for n, k, _m in said] == [("all_results.json", "not_read"), ("rows.json", "not_read")]
+    assert all("without a log_history" in m for _n, _k, m in said)
     values = values_by_step(tmp_path / "lake", run_of(tmp_path / "lake", "bare")["run_key"])
     assert values[2]["reward"][3] == 0.5 and math.isnan(values[2]["grad_norm"][3])
     assert (

@@ -117,12 +117,17 @@ def root_issues(roots: Iterable[Path], variable: str) -> list[FileIssue]:
     return issues
 
 
-def regular(path: Path | str, skipped: list[FileIssue] | None = None) -> bool:
+def regular(path: Path | str, skipped: list[FileIssue] | None = None, follow: bool = False) -> bool:
     """A regular file and not a symlink (one lstat). A special file is added to ``skipped``; a symlink is not:
-    links are never followed (``latest-run``), silently."""
+    links are never followed (``latest-run``), silently. With ``follow`` (the trainer-log source, whose roots are
+    often a folder of links assembling a sweep) a link to a regular file is one, and a link to nothing is added to
+    ``skipped``."""
     try:
-        mode = os.lstat(path).st_mode
-    except OSError:
+        mode = (os.stat if follow else os.lstat)(path).st_mode
+    except OSError as exc:
+        if follow and skipped is not None and os.path.islink(path):
+            why = f"a symlink to {os.readlink(path)}, which cannot be opened ({exc.strerror}): not read"
+            skipped.append(FileIssue(str(path), 0, 0, "broken_link", why))
         return False
     if stat.S_ISREG(mode):
         return True

@@ -1,6 +1,6 @@
-"""Where trainer logs are and which run each belongs to: discovery of trainer_state.json, JSONL and console logs
-below the roots (and of the config file saved beside a log), run identity (run_id, run_key, project and name) and
-the runs-table record ``RunInfo``. The ingest itself is pipeline.sources.trainer_logs."""
+"""Where trainer logs are and which run each belongs to: discovery of trainer_state.json, JSONL, CSV and console
+logs and notebooks below the roots (and of the config file saved beside a log), run identity (run_id, run_key,
+project and name) and the runs-table record ``RunInfo``. The ingest itself is pipeline.sources.trainer_logs."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from pathlib import Path
 from pipeline.secrets import redact, redact_name
 from pipeline.sources import files
 from pipeline.sources.files import FileIssue
+from pipeline.sources.trainer_log_csv import CSV_STEP_FIELDS, csv_step_column
+from pipeline.sources.trainer_log_csv import HEAD_BYTES as CSV_HEAD_BYTES
 from pipeline.values import MAX_DEPTH, depth, finite, json_text, loads_checked
 
 SOURCE = "trainer_log"
@@ -22,6 +24,8 @@ ENTITY = "local"
 DEFAULT_PROJECT = "trainer_logs"
 STATE_FILE = "trainer_state.json"
 CONSOLE_SUFFIXES = (".log", ".txt", ".out")  # .out: what SLURM captures of a job's stdout
+NOTEBOOK_SUFFIX = ".ipynb"
+CSV_SUFFIX = ".csv"
 # A log whose stem is made of these words alone (`metrics`, `train_metrics`, `training-log`) is named after its folder;
 # any other stem names the run itself.
 GENERIC_STEMS = {
@@ -71,6 +75,23 @@ NOT_STATES = {
     "vocab.json",
     "preprocessor_config.json",
 }
+# What a training's output folder holds besides its logs, none of them a log: the model's weights, the tokenizer's
+# files and the Trainer's pickled arguments (save_pretrained, save_model), and the code beside a run. Not opened, and
+# not said to be skipped either (discover): a sweep of thirty runs would get a page of "not a log" about adapters.
+NOT_LOG_SUFFIXES = (
+    ".safetensors",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".ckpt",
+    ".gguf",
+    ".onnx",
+    ".model",
+    ".jinja",
+    ".tiktoken",
+    ".py",
+    ".sh",
+)
 # What a trainer state looks like from its first bytes: an object with a log_history list (the Trainer sorts its
 # keys, so it comes after a few short ones), or the log_history list on its own (flat entries, each with a step).
 _STATE_HEAD = re.compile(rb'^\s*(\{.*?"log_history"\s*:\s*\[|\[\s*\{[^{}]*?"step"\s*:)', re.DOTALL)
@@ -105,9 +126,33 @@ def _kind(name: str) -> str | None:
         return "trainer_state"
     if lower.endswith(".jsonl"):
         return "jsonl"
+    if lower.endswith(CSV_SUFFIX):
+        return "csv"
+    if lower.endswith(NOTEBOOK_SUFFIX):
+        return "notebook"
     if lower.endswith(CONSOLE_SUFFIXES) and lower not in NOT_LOGS and lower.rsplit(".", 1)[0] not in NOT_LOG_STEMS:
         return "console"
     return None
+
+
+def _not_read(name: str) -> str | None:
+    """Why a folder scan does not read a file of this name, or None when it is plainly no log and goes unsaid (a
+    hidden file, the model's and tokenizer's files, code, prose, a config file, which is read beside a log)."""
+    lower = name.lower()
+    stem = lower.rsplit(".", 1)[0]
+    if lower.startswith(".") or lower in {*NOT_STATES, *NOT_LOGS, *CONFIG_FILES} or stem in NOT_LOG_STEMS:
+        return None
+    if lower.endswith(NOT_LOG_SUFFIXES):
+        return None
+    if lower.endswith(".wandb"):
+        return "a W&B run file: GRPOLENS_WANDB_DIRS reads it, not the trainer-log source"
+    return f"not a format trainer logs are read from ({READ_FORMATS})"
+
+
+READ_FORMATS = (
+    "trainer_state.json or another JSON holding a log_history, *.jsonl, *.csv with a step column, *.ipynb, "
+    "*.log/*.txt/*.out console logs"
+)
 
 
 def _holds_log_history(path: Path) -> bool:
@@ -139,33 +184,78 @@ def state_run_dir(path: Path) -> Path:
     return path.parent.parent if _CHECKPOINT.match(path.parent.name) else path.parent
 
 
-def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None) -> Found:
-    """Every trainer-log file below the roots (files or folders), once each; symlinks, hidden folders and special
-    files (added to ``skipped``) left out.
+def _csv_log(path: Path) -> bool:
+    """A CSV whose header names a step column: a metric log, not a dataset or a results table."""
+    try:
+        with open(path, "rb") as fh:
+            return csv_step_column(fh.read(CSV_HEAD_BYTES)) is not None
+    except OSError:
+        return False
+
+
+def _identity(folder: Path | str) -> tuple[int, int] | None:
+    """A folder's (device, inode): the same for every path that leads to it, links included."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None, lake_root: Path | None = None) -> Found:
+    """Every trainer-log file below the roots (files or folders), once each; hidden folders left out, and the lake
+    (``lake_root``: its cursor files are JSON). A symlink is followed, to a file or a folder: a folder of
+    links to run folders is how a sweep is assembled. A file is known by its real path, so one reached through two
+    links (W&B's ``latest-run`` beside the run folder it points to) is read once, and a folder already searched (a
+    link back up the tree) is not searched again.
 
     Inside a ``checkpoint-N`` folder only ``trainer_state.json`` counts (the rest are weights and tokenizer files),
-    and a console log in a folder that has its trainer_state.json snapshots is left out ("where that is all there is").
-    Elsewhere any ``*.json`` whose first bytes show a ``log_history`` (``_holds_log_history``) is a snapshot of its
-    folder's run, as a ``trainer_state.json`` there would be. A folder holding JSONL or console logs is looked at
-    for a config file (CONFIG_FILES), one lstat per name.
+    and a console log or notebook in a folder that has its trainer_state.json snapshots is left out ("where that is
+    all there is"). Elsewhere any ``*.json`` whose first bytes show a ``log_history`` (``_holds_log_history``) is a
+    snapshot of its folder's run, as a ``trainer_state.json`` there would be, and a ``*.csv`` is a log when its
+    header names a step column. A folder holding logs is looked at for a config file (CONFIG_FILES), one stat per
+    name.
+
+    What is not read is added to ``skipped`` with why, once per file (the ingest says each once, the first time it
+    meets it): a file of a format not read, a JSON without a log_history, a CSV without a step column, a console log
+    beside its run's trainer_state.json, a link to nothing, a special file, a folder that cannot be searched. Left
+    unsaid: files inside checkpoint folders, hidden ones, a model's, tokenizer's, code and prose files
+    (``_not_read``), and what a W&B run folder holds besides its ``.wandb`` file (media, summaries: the W&B
+    source's; its ``files/output.log`` is read here).
     """
     logs: dict[str, str] = {}
     snapshots: dict[str, set[str]] = {}
+    unread: dict[str, FileIssue] = {}
+    searched: set[tuple[int, int]] = set()  # (device, inode) of each folder searched: a link loop ends there
+    lake = _identity(lake_root) if lake_root is not None else None
 
-    def add(full: Path, named: bool = False) -> None:
+    def skip(full: Path, kind: str, why: str) -> None:
+        unread.setdefault(os.path.realpath(full), FileIssue(str(full), 0, 0, kind, why))
+
+    def add(full: Path, named: bool = False, wandb: bool = False) -> None:
         kind = _kind(full.name)
         lower = full.name.lower()
         json_file = kind is None and lower.endswith(".json") and lower not in NOT_STATES
-        if (kind is None and not named and not json_file) or not files.regular(full, skipped):
+        if kind is None and not named and not json_file:
+            why = _not_read(full.name)
+            if why is not None and (not wandb or lower.endswith(".wandb")) and files.regular(full, special, True):
+                skip(full, "not_read", why)
+            return
+        if not files.regular(full, special, follow=True):
             return
         if json_file and _holds_log_history(full):
             kind = "trainer_state"
-        elif kind is None and not named:  # a JSON file that holds no log_history: a config, results, a dataset
+        elif kind is None and not named:
+            if not wandb:
+                skip(full, "not_read", "a JSON file without a log_history (a config, results, a dataset): not read")
+            return
+        if kind == "csv" and not _csv_log(full):
+            step_fields = ", ".join(CSV_STEP_FIELDS)
+            skip(full, "not_read", f"a CSV whose header names no step column ({step_fields}): not a metric log")
             return
         if kind is None:  # a file named on its own: a console log whatever its suffix, unless it is binary
             if not _text(full):
-                if skipped is not None:
-                    skipped.append(FileIssue(str(full), 0, 0, "not_a_log", "a binary file, not a log: not read"))
+                skip(full, "not_a_log", "a binary file, not a log: not read")
                 return
             kind = "console"
         real = os.path.realpath(full)
@@ -174,31 +264,62 @@ def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None) -> F
         else:
             logs.setdefault(real, kind)
 
+    def unsearchable(exc: OSError) -> None:  # a root that cannot be searched is files.root_issues' to say
+        if os.fspath(exc.filename) not in given and not isinstance(exc, FileNotFoundError):  # not gone meanwhile
+            skip(Path(exc.filename), "unreadable", f"a folder that cannot be searched: {exc.strerror}")
+
+    roots = [Path(root) for root in roots]
+    given = {os.fspath(root) for root in roots}
+
+    special: list[FileIssue] = []
+    wandb_runs: list[str] = []  # W&B run folders: their files are that source's, said only of the run file itself
     for root in roots:
-        root = Path(root)
         if root.is_file():
             add(root, named=True)
             continue
-        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for dirpath, dirnames, filenames in os.walk(root, onerror=unsearchable, followlinks=True):
+            here = _identity(dirpath)
+            if here is None or here in searched or here == lake:
+                dirnames[:] = []  # searched already (a loop, a second link to one folder), or the lake
+                continue
+            searched.add(here)
+            if _WANDB_RUN.match(os.path.basename(dirpath)) and any(f.endswith(".wandb") for f in filenames):
+                wandb_runs.append(dirpath + os.sep)
+            wandb = any(dirpath.startswith(run) or dirpath + os.sep == run for run in wandb_runs)
+            # links last, so that a folder and a link to it beside it (latest-run) are searched under its own name
             dirnames[:] = sorted(
-                d for d in dirnames if not d.startswith(".") and not os.path.islink(os.path.join(dirpath, d))
+                (d for d in dirnames if not d.startswith(".")),
+                key=lambda d: (os.path.islink(os.path.join(dirpath, d)), d),
             )
             if _CHECKPOINT.match(os.path.basename(dirpath)):
                 filenames = [f for f in filenames if f == STATE_FILE]
             for name in sorted(filenames):
-                add(Path(dirpath) / name)
+                add(Path(dirpath) / name, wandb=wandb)
     # A console log next to a trainer_state.json prints the same log_history entries, rounded: the file wins.
-    logs = {p: k for p, k in logs.items() if not (k == "console" and os.path.dirname(p) in snapshots)}
+    for path, kind in list(logs.items()):
+        if kind in ("console", "notebook") and os.path.dirname(path) in snapshots:
+            del logs[path]
+            state = os.path.basename(min(snapshots[os.path.dirname(path)]))
+            why = f"a console log beside its run's trainer state ({state}), whose log_history it prints: not read"
+            skip(Path(path), "not_read", why)
     configs = {}
     for folder in sorted({os.path.dirname(p) for p in logs}):
-        config = next((n for n in CONFIG_FILES if files.regular(os.path.join(folder, n), skipped)), None)
+        config = next((n for n in CONFIG_FILES if files.regular(os.path.join(folder, n), special, follow=True)), None)
         if config is not None:
             configs[folder] = Path(folder) / config
+    if skipped is not None:
+        skipped += special + [unread[p] for p in sorted(unread)]
     return Found(
         logs=[(Path(p), k) for p, k in sorted(logs.items())],
         snapshots={run: [Path(p) for p in sorted(paths)] for run, paths in sorted(snapshots.items())},
         configs=configs,
     )
+
+
+def trainer_log_files(root: Path) -> list[Path]:
+    """The real path of every file a trainer-log ingest of ``root`` reads: what its runs' ``source_files`` hold."""
+    found = discover([root])
+    return [path for path, _kind in found.logs] + [path for paths in found.snapshots.values() for path in paths]
 
 
 def load_config(path: Path) -> dict | None:

@@ -1,5 +1,6 @@
-"""Incremental ingest of what a trainer wrote itself, for runs that have no W&B: ``trainer_state.json``, JSONL
-metric logs and console logs. The lake rows have the same shape as W&B runs, so every mart and check works on them.
+"""Incremental ingest of what a trainer wrote itself, for runs that have no W&B: ``trainer_state.json``, JSONL and
+CSV metric logs, console logs and the notebooks that ran a training. The lake rows have the same shape as W&B
+runs, so every mart and check works on them.
 This module keeps the cursors and runs the ingest; finding the files and naming the runs is
 pipeline.sources.trainer_log_runs, and how one line of each format is read is pipeline.sources.trainer_log_lines.
 
@@ -75,6 +76,12 @@ Formats, and why each is read the way it is:
   after it went past it is a new launch, as a dict after the end-of-training dict is (_starts_over: an ablation
   driver's arms run one after the other, ``[Step 50/50]`` then ``[Step 1/50]``); a count that goes back less far
   is a resume from a checkpoint, the same run.
+- **CSV metric logs** (``*.csv`` whose header names a step column, ``origin = "csv"``; the others are datasets,
+  said and not read): a row per step, read line by line from a byte offset as a JSONL log is; the header, the
+  file's first line, is kept in the cursor. pipeline.sources.trainer_log_csv.
+- **Jupyter notebooks** (``*.ipynb``): read whole each time they are saved (_read_notebook), their printed output
+  as a console log (``console_trl``…), their training-progress tables as runs of their own
+  (``origin = "notebook_table"``). pipeline.sources.trainer_log_notebooks.
 
 Append-only files (JSONL, console) keep a byte offset per file, and only complete lines are read: a last line
 without its newline waits for the next ingest, unless it is whole as it is (a JSON object or a printed dict:
@@ -118,6 +125,7 @@ file's mtime, the last time the trainer wrote to it.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -131,7 +139,11 @@ from typing import Any
 from pipeline import lake
 from pipeline.secrets import redact
 from pipeline.sources import files
+from pipeline.sources import trainer_log_notebooks as notebooks
 from pipeline.sources.files import FileIssue, IngestReport, failed_file
+from pipeline.sources.trainer_log_csv import CSV_STEP_FIELDS, CsvHeader
+from pipeline.sources.trainer_log_csv import header as csv_header
+from pipeline.sources.trainer_log_csv import row as csv_row
 from pipeline.sources.trainer_log_lines import (
     EVAL_NAMES,
     NO_STEP_FIELDS,
@@ -200,6 +212,7 @@ _RAY_TAG = re.compile(r"^\((?:[\w.]+)\s+pid=\d+(?:,\s*ip=[\w.:]+)?\)\s*")
 # is no such wrap (a pretty-printed dict's lines, a config dict printed over several lines: not metrics).
 WRAP_MIN_WIDTH = 80
 WRAP_MAX_PIECES = 64
+UNREAD_SHOWN = 20  # files of formats not read said one per line in an ingest's report; the rest in one line
 
 
 class TrainerLogReport(IngestReport):
@@ -215,8 +228,31 @@ class TrainerLogReport(IngestReport):
             )
         ]
         out += [f"  note: {n}" for n in self.notes]
-        out += [f"  skipped: {i.path} @ byte {i.offset}: {i.kind}: {i.message}" for i in self.issues]
+        # a folder of plots or W&B media tables is said in a few lines; the lake's ingest_issues keeps every file
+        unread = {id(i) for i in [i for i in self.issues if i.kind == "not_read"][UNREAD_SHOWN:]}
+        said = [i for i in self.issues if id(i) not in unread]
+        out += [f"  skipped: {i.path} @ byte {i.offset}: {i.kind}: {i.message}" for i in said]
+        if unread:
+            out.append(f"  skipped: {len(unread)} more files not read (`ingest_issues` lists each, and why)")
         return out
+
+
+def _unsaid(skipped: list[FileIssue], said: dict, found: Found, report: TrainerLogReport) -> list[FileIssue]:
+    """What discovery skipped that no ingest has said yet (``said``: path -> kind, kept in the cursor file), now
+    added to the report's issues: each file once, the first time it is met, and again only if why changes; a
+    refresh repeats none of it. When nothing is left to read, that is said each time, and why is where to look."""
+    unsaid = [issue for issue in skipped if said.get(issue.path) != issue.kind]
+    report.issues += unsaid
+    if skipped and not unsaid and not found.count:
+        report.notes.append(
+            f"no trainer log found: {_files(len(skipped))} skipped, as an earlier ingest said (`grpolens sql "
+            "\"select path, message from ingest_issues where source = 'trainer_log'\"` lists why)"
+        )
+    return unsaid
+
+
+def _files(n: int) -> str:
+    return "the one file found was" if n == 1 else f"the {n} files found were"
 
 
 # ------------------------------------------------------------------------------------------------------ cursors
@@ -281,7 +317,7 @@ def configs_changed(found: Found, cursors: dict) -> list[Path]:
 def pending_files(lake_root: Path, roots: Iterable[Path]) -> list[Path]:
     """What the next ingest would read: for sensors, which must not take the ingest lock or write anything."""
     state = lake.IngestState.load(Path(lake_root), SOURCE)
-    found = discover(roots)
+    found = discover(roots, lake_root=Path(lake_root))
     todo, _ = logs_with_new_bytes(found.logs, state.data.get("files", {}))
     plans, _ = snapshots_changed(found.snapshots, state.data.get("snapshots", {}))
     configs = configs_changed(found, state.data.get("configs", {}))
@@ -318,12 +354,14 @@ class TrainerLogIngest:
             config_cursors: dict = state.data.setdefault("configs", {})
             self.runs: dict = state.data.setdefault("runs", {})
             report.issues += files.root_issues(self.roots, "GRPOLENS_TRAINER_LOGS")
-            found = discover(self.roots, report.issues)
+            skipped: list[FileIssue] = []
+            found = discover(self.roots, skipped, self.lake_root)
+            unsaid = _unsaid(skipped, state.data.get("skipped", {}), found, report)
             report.files_seen = found.count
             todo, unreadable = logs_with_new_bytes(found.logs, cursors)
             plans, unreadable_snapshots = snapshots_changed(found.snapshots, snapshot_cursors)
             report.issues += unreadable + unreadable_snapshots
-            if not todo and not plans and not configs_changed(found, config_cursors):
+            if not todo and not plans and not configs_changed(found, config_cursors) and not unsaid:
                 report.seconds = time.perf_counter() - started
                 return report
 
@@ -342,8 +380,9 @@ class TrainerLogIngest:
                         report.issues.append(failed_file(plan.run_dir, exc))
                 for n, (path, kind, size, mtime_ns, cursor) in enumerate(todo, len(plans) + 1):
                     self.progress(f"[{n}/{total}] {path}")
+                    read = self._read_notebook if kind == "notebook" else self._read_log
                     try:
-                        new_cursor = self._read_log(path, kind, size, mtime_ns, cursor)
+                        new_cursor = read(path, kind, size, mtime_ns, cursor)
                     except Exception as exc:
                         report.issues.append(failed_file(path, exc))
                         continue
@@ -363,6 +402,7 @@ class TrainerLogIngest:
             lake.write_issues(self.lake_root, SOURCE, ingest_id, report.issues, now)
             for key, info in self.touched.items():
                 self.runs[key] = info.to_state()
+            state.data["skipped"] = {issue.path: issue.kind for issue in skipped}
             state.save(ingest_id)
             report.ingest_id = ingest_id
             report.runs_touched = sorted(self.touched)
@@ -595,17 +635,20 @@ class TrainerLogIngest:
 
     # -- append-only logs
 
-    def _read_log(self, path: Path, kind: str, size: int, mtime_ns: int, cursor: dict | None) -> dict | None:
-        """Read one JSONL or console log from its cursor; returns the new cursor, None if it could not be read."""
+    def _read_log(
+        self, path: Path, kind: str, size: int, mtime_ns: int, cursor: dict | None, text: bytes | None = None
+    ) -> dict | None:
+        """Read one JSONL, CSV or console log from its cursor; returns the new cursor, None if it could not be read.
+        ``text``: the console a notebook's outputs hold (_read_notebook), read in place of the file, whole."""
         cursor = dict(cursor) if cursor else {"offset": 0, "size": 0, "format": None, "ordinal": 0, "run_key": None}
         cursor.setdefault("bar", None if cursor["ordinal"] == 0 else {"total": 0})  # read before bars counted: ordinal
         cursor.setdefault("steps", None if cursor["offset"] == 0 else [None, None])  # read before launches were told
         if size < cursor["size"]:
             self._restart(cursor, f"{path} shrank from {cursor['size']} to {size} bytes")
         end = cursor["offset"]
-        finished = files.quiet(mtime_ns)
+        finished = text is not None or files.quiet(mtime_ns)
         try:
-            with open(path, "rb") as fh:
+            with open(path, "rb") if text is None else io.BytesIO(text) as fh:
                 if cursor["offset"] and files.rewritten(fh, cursor):
                     self._restart(cursor, f"{path}: the lines already read have changed (file rewritten)")
                     end = 0
@@ -642,7 +685,7 @@ class TrainerLogIngest:
         for run_key in _log_runs(cursor):
             if run_key in self.touched:
                 self.touched[run_key].touch(path, mtime_ns)
-        if kind == "console" and cursor["format"] is None and cursor["offset"] == 0 and end > 0:
+        if kind == "console" and cursor["format"] is None and cursor["offset"] == 0 and end > 0 and text is None:
             self.report.notes.append(
                 f"{path}: no metric line found (read as a console log: a TRL/HF dict per line, verl's "
                 "`step:N - key:value - …`, or `key: value` pairs with a step); nothing taken from it"
@@ -652,7 +695,7 @@ class TrainerLogIngest:
 
     def _read_lines(self, fh, path: Path, cursor: dict, size: int, finished: bool, kind: str) -> int:
         """Read a log's complete lines from its cursor's offset; returns the offset read up to."""
-        read_line = self._jsonl_line if kind == "jsonl" else self._console_line
+        read_line = {"jsonl": self._jsonl_line, "csv": self._csv_line}.get(kind, self._console_line)
         end = cursor["offset"]
         issues, values = len(self.report.issues), self.buffer.total
         self.step_like: dict[str, None] = {}  # of the records read without a step: their keys that look like one
@@ -708,6 +751,10 @@ class TrainerLogIngest:
         cursor.update(
             offset=0, format=None, ordinal=0, kv=None, bar=None, at_step=None, steps=None, run_key=runs[0], launches=[]
         )
+        self._supersede(runs)
+
+    def _supersede(self, runs: list[str | None]) -> None:
+        """The values of these runs from earlier ingests give way to what this one reads of them."""
         for run_key in runs:
             if run_key is not None and (run_key in self.runs or run_key in self.touched):
                 info = self._run(run_key)
@@ -748,6 +795,69 @@ class TrainerLogIngest:
                     )
                 )
             self._emit(self._log_run(path, cursor, "jsonl"), step, ts_us, offset, _not_repeated(cursor, step, items))
+
+    def _csv_line(self, path: Path, offset: int, raw: bytes, cursor: dict) -> None:
+        """A line of a CSV metric log (pipeline.sources.trainer_log_csv): the header at the file's start (again when
+        it is read again from there), then a row per step."""
+        if offset == 0:
+            head = csv_header(raw)
+            cursor["csv"] = head.to_state() if head is not None else None
+            if head is None:  # discovery read this header with a step column: the file was rewritten since
+                why = f"the header names no step column ({', '.join(CSV_STEP_FIELDS)}): the file is not read"
+                self.report.issues.append(FileIssue(str(path), 0, len(raw) + 1, "no_step", why))
+            return
+        if cursor.get("csv") is None:
+            return
+        try:
+            row = csv_row(raw, CsvHeader.from_state(cursor["csv"]))
+        except BadLine as exc:
+            self.report.issues.append(FileIssue(str(path), offset, len(raw) + 1, exc.kind, str(exc)))
+            return
+        if row is not None:
+            self._emit(self._log_run(path, cursor, "csv"), row[0], row[1], offset, row[2])
+
+    def _read_notebook(self, path: Path, kind: str, size: int, mtime_ns: int, cursor: dict | None) -> dict | None:
+        """A Jupyter notebook (pipeline.sources.trainer_log_notebooks), read whole each time it is saved: Jupyter
+        rewrites the file and a cell run again replaces its outputs, so no byte offset in it holds. Its printed
+        output is read as a console log is (its offsets are into that text), a training in it the run ``<name>``
+        and the next ones ``<name> #2``…; its progress tables are the trainings after those, one each (a row's
+        offset is its index). What an earlier read of the file wrote of its runs gives way to this read."""
+        try:
+            with open(path, "rb") as fh:
+                notebook = notebooks.read(fh.read())
+        except OSError as exc:
+            self.report.issues.append(FileIssue(str(path), 0, 0, "unreadable", str(exc)))
+            return None
+        except ValueError as exc:  # being saved right now, or no notebook: read again once it changes
+            self.report.issues.append(FileIssue(str(path), 0, size, "bad_file", f"not a Jupyter notebook: {exc}"))
+            fresh = {"offset": 0, "format": None, "ordinal": 0, "run_key": None}
+            return {**(cursor or fresh), "size": size, "mtime_ns": mtime_ns}  # its runs, if any, stay as read
+        if cursor:
+            self._supersede(_log_runs(cursor))
+        read = self._read_log(path, "console", len(notebook.text), mtime_ns, None, notebook.text)
+        if read is None:
+            return None
+        read.update(size=size, tail_waits=False)  # the notebook's own size: one stat tells whether it changed
+        for table in notebook.tables:
+            if read["run_key"] is not None:
+                read["launches"] = [*(read.get("launches") or []), read["run_key"]]
+            read["run_key"] = None
+            info = self._log_run(path, read, "notebook_table")
+            for index, (step, values) in enumerate(table.rows):
+                self._emit(info, step, None, index, values)
+            info.touch(path, mtime_ns)
+            if table.finished:
+                info.state = "finished"
+            self.report.records += len(table.rows)
+        for problem in notebook.problems + [p for table in notebook.tables for p in table.problems]:
+            self.report.issues.append(FileIssue(str(path), 0, 0, "bad_line", problem))
+        if read["format"] is None and not notebook.tables:
+            self.report.notes.append(
+                f"{path}: no metric line in its cells' output (a TRL/HF dict per line, verl's `step:N - key:value - "
+                "…`, `key: value` pairs with a step) and no training-progress table numbered by steps: nothing "
+                "taken from it"
+            )
+        return read
 
     def _console_dict(self, path: Path, offset: int, values: dict, cursor: dict, before: str = "") -> None:
         """One of the HF Trainer's printed log dicts: at its `step`, else at the step its progress bar counted on its
