@@ -36,10 +36,24 @@ canonical_names as (
     anti join user_aliases as u on s.metric = u.source_key
 ),
 
+-- a seed key with its slashes as underscores (`critic_score_mean`, `actor_grad_norm`, `timing_s_gen`): CSV and
+-- TensorBoard exports and loggers that flatten names write verl's and TRL's keys so; after every key as the seed
+-- spells it, and after the canonical names
+flattened as (
+    select distinct
+        replace(s.source_key, '/', '_') as source_key, s.metric, s.priority + 10 as priority, s.scale, s.shift
+    from seed_aliases as s
+    anti join seed_aliases as named on replace(s.source_key, '/', '_') = named.source_key
+    anti join user_aliases as u on replace(s.source_key, '/', '_') = u.source_key
+    where contains(s.source_key, '/') and not contains(s.source_key, '%')
+),
+
 aliases as (
     select * from seed_aliases
     union all by name
     select * from canonical_names
+    union all by name
+    select * from flattened
     union all by name
     select source_key, metric, priority, scale, shift from user_aliases
 ),
