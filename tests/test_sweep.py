@@ -381,20 +381,21 @@ def test_runs_without_any_config_are_not_called_repeats(logged):
 
 @pytest.fixture(scope="module")
 def namesakes(tmp_path_factory):
-    """Three runs of one name: a trainer that writes `train_metrics.jsonl` into each run's folder, its config.json
-    beside it (the layout of a public LoRA sweep QA ingested, whose six runs were all called train_metrics)."""
+    """Three runs of one name: a trainer that writes `grpo_metrics.jsonl` into each run's folder, its config.json
+    beside it (the layout of a public LoRA sweep QA ingested, whose six runs were all called after their log file;
+    `train_metrics` is generic words: such a run is named after its folder)."""
     root = tmp_path_factory.mktemp("namesakes")
     for i, (lr, level) in enumerate(sorted(TINKER_LRS.items())):
         rng = np.random.default_rng(i)
         rewards = [level - (level - 0.1) * math.exp(-step / 6) + rng.normal(0, 0.02) for step in range(40)]
         folder = root / "logs" / f"lr-{lr:g}"
-        write_jsonl(folder / "train_metrics.jsonl", [{"step": s, "mean_reward": r} for s, r in enumerate(rewards)])
+        write_jsonl(folder / "grpo_metrics.jsonl", [{"step": s, "mean_reward": r} for s, r in enumerate(rewards)])
         (folder / "config.json").write_text(json.dumps({"learning_rate": lr}))
     home = root / "home"
     grpolens("refresh", env={"GRPOLENS_HOME": str(home), "GRPOLENS_TRAINER_LOGS": str(root / "logs")}, check=True)
     con = warehouse.connect_readonly(Settings(home=home))
     try:
-        ids = [i for (i,) in con.execute("select run_id from runs where name = 'train_metrics' order by 1").fetchall()]
+        ids = [i for (i,) in con.execute("select run_id from runs where name = 'grpo_metrics' order by 1").fetchall()]
     finally:
         con.close()
     assert len(ids) == 3
@@ -402,19 +403,19 @@ def namesakes(tmp_path_factory):
 
 
 def test_a_name_several_runs_share_is_refused_and_runs_that_share_one_are_told_apart(namesakes, tmp_path):
-    """`compare train_metrics train_metrics` compared all the runs of that name, and every line, table row, plot
-    label and legend entry called each of them train_metrics (the curves one line for all). A name is read as
+    """`compare grpo_metrics grpo_metrics` compared all the runs of that name, and every line, table row, plot
+    label and legend entry called each of them grpo_metrics (the curves one line for all). A name is read as
     `grpolens report` reads it; runs that share one are named with their run ids, as `grpolens check` names them."""
     settings, ids = namesakes
     env = {"GRPOLENS_HOME": str(settings.home)}
-    for args in (("train_metrics", "train_metrics"), ("train_metrics",), (ids[0], "train_metrics")):
+    for args in (("grpo_metrics", "grpo_metrics"), ("grpo_metrics",), (ids[0], "grpo_metrics")):
         proc = grpolens("compare", *args, env=env)
         assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
-        assert "'train_metrics' names 3 runs; use one of: trainer_log:" in proc.stderr
+        assert "'grpo_metrics' names 3 runs; use one of: trainer_log:" in proc.stderr
     proc = grpolens("compare", ids[0], ids[0], env=env)  # two or more runs, after reading each
-    assert proc.returncode == 1 and f"only one run to compare (train_metrics [{ids[0]}])" in proc.stderr
+    assert proc.returncode == 1 and f"only one run to compare (grpo_metrics [{ids[0]}])" in proc.stderr
     assert f"`grpolens report {ids[0]}`" in proc.stderr  # what report reads: not the label
-    labels = [f"train_metrics [{i}]" for i in ids]
+    labels = [f"grpo_metrics [{i}]" for i in ids]
     doc = run_sweep(settings, "compare", *ids, "--out", str(tmp_path / "compare"))
     assert sorted(r["run"] for r in doc["runs"]) == labels
     assert sorted(p["run"] for p in doc["power_law"]) == labels and set(doc["pareto"]) <= set(labels)
@@ -426,7 +427,7 @@ def test_a_name_several_runs_share_is_refused_and_runs_that_share_one_are_told_a
     image = plt_image(tmp_path / "compare" / "curves.png")
     for colour in _colours(3):
         assert (np.abs(image - np.asarray(colour[:3])).max(axis=2) < 0.02).sum() > 200, colour
-    swept = run_sweep(settings, "sweep", "--prefix", "train")
+    swept = run_sweep(settings, "sweep", "--prefix", "grpo")
     assert sorted(r["run"] for r in swept["runs"]) == labels and swept["runs"][0]["config"] == {"learning_rate": 4e-05}
 
 
