@@ -59,85 +59,76 @@ eval_rises as (
         and count(*) filter (where third = 3) >= 3
 ),
 
-learning as (
-    select run_key from eval_rises where whole_t >= $min_eval_t
-),
-
-learning_late as (
-    select run_key from eval_rises where late_t >= $min_eval_t
+-- each component's two comparisons as rows: the whole run (first third against last) and its late part (middle third
+-- against last; the share there is of the gain alone)
+parts as (
+    select
+        run_key, component, key, is_task, is_form, points, nonzero_points, onset_step, last_mean,
+        'whole' as part, first_mean as from_mean, gain, gain_t, total_gain, total_t, total_first_mean as total_from,
+        gain_share, greatest(gain_share, variance_share) as share, start_gain, total_start_gain
+    from reward_components
+    where points >= $min_points
+    union all by name
+    select
+        run_key, component, key, is_task, is_form, points, nonzero_points, onset_step, last_mean,
+        'late' as part, mid_mean as from_mean, late_gain as gain, late_gain_t as gain_t, total_late_gain as total_gain,
+        total_late_t as total_t, total_mid_mean as total_from, late_gain / nullif(total_late_gain, 0) as gain_share,
+        late_gain / nullif(total_late_gain, 0) as share, 0 as start_gain, 0 as total_start_gain
+    from reward_components
+    where points >= $min_points
 ),
 
 named_task as (
     select distinct run_key
-    from reward_components
-    where is_task and points >= $min_points
+    from parts
+    where is_task
 ),
 
 task_side as (
     select *, true as named
-    from reward_components
-    where is_task and points >= $min_points
+    from parts
+    where is_task
     union all
     select *, false as named
-    from reward_components
-    where not is_form and points >= $min_points and run_key not in (select n.run_key from named_task as n)
+    from parts
+    where not is_form and run_key not in (select n.run_key from named_task as n)
 ),
 
 runs_with_task as (
     select
         run_key,
+        part,
         bool_or(named) as named,
         sum(gain) as task_gain,
         sum(start_gain) as task_start_gain,
         max(gain) as task_max_gain,
         bool_and((coalesce(gain_t, 0) < $max_task_t or nonzero_points < 0.1 * points)) as task_flat,
+        -- the middle third's centre is half as far from the last third's as the first third's: half the gain
         bool_and((coalesce(gain_t, 0) < $max_task_t or nonzero_points < 0.1 * points
-            or gain <= $max_task_rise * abs(first_mean))) as task_small,
-        string_agg(printf('%s %.3g -> %.3g', component, first_mean, last_mean), ', ') as task_summary,
-        sum(late_gain) as task_late_gain,
-        max(late_gain) as task_late_max_gain,
-        bool_and((coalesce(late_gain_t, 0) < $max_task_t or nonzero_points < 0.1 * points)) as task_late_flat,
-        bool_and((coalesce(late_gain_t, 0) < $max_task_t or nonzero_points < 0.1 * points
-            -- the middle third's centre is half as far from the last third's as the first third's: half the gain
-            or late_gain <= $max_task_rise / 2 * abs(mid_mean))) as task_late_small,
-        string_agg(printf('%s %.3g -> %.3g', component, mid_mean, last_mean), ', ') as task_late_summary
+            or gain <= $max_task_rise / case part when 'late' then 2 else 1 end * abs(from_mean))) as task_small,
+        string_agg(printf('%s %.3g -> %.3g', component, from_mean, last_mean), ', ') as task_summary
     from task_side
-    group by run_key
+    group by run_key, part
 ),
 
 dominant as (
-    select c.*, t.task_gain, t.task_summary, t.named
-    from reward_components as c
-    join runs_with_task as t using (run_key)
+    select c.*, t.task_summary, t.named
+    from parts as c
+    join runs_with_task as t using (run_key, part)
+    left join eval_rises as e using (run_key)
     where not c.is_task
         and (t.named or c.is_form)
-        and c.points >= $min_points
         and c.total_t >= $min_total_t
         and c.total_gain > 0
-        and c.total_gain >= $min_total_rise * greatest(abs(c.total_first_mean), 0.1)
-        and (c.gain_share >= $min_share or c.variance_share >= $min_share)
+        and c.total_gain >= $min_total_rise * greatest(abs(c.total_from), 0.1)
+        and c.share >= $min_share
         and c.gain > 0
         and t.task_gain <= $max_task_share * c.total_gain
         and t.task_start_gain <= $max_task_share * c.total_start_gain
         and (t.task_flat or (t.task_small and t.task_max_gain <= $max_task_ratio * c.gain))
-        and c.run_key not in (select l.run_key from learning as l)
-),
-
--- the late part: the middle third against the last, for a run the whole-run comparison did not flag
-dominant_late as (
-    select c.*, t.task_late_gain, t.task_late_summary, t.named
-    from reward_components as c
-    join runs_with_task as t using (run_key)
-    where not c.is_task
-        and (t.named or c.is_form)
-        and c.points >= $min_points
-        and c.total_late_t >= $min_total_t
-        and c.total_late_gain >= $min_total_rise * greatest(abs(c.total_mid_mean), 0.1)
-        and c.late_gain >= $min_share * c.total_late_gain
-        and t.task_late_gain <= $max_task_share * c.total_late_gain
-        and (t.task_late_flat or (t.task_late_small and t.task_late_max_gain <= $max_task_ratio * c.late_gain))
-        and c.run_key not in (select l.run_key from learning_late as l)
-        and c.run_key not in (select d.run_key from dominant as d)
+        and coalesce(case c.part when 'whole' then e.whole_t else e.late_t end < $min_eval_t, true)
+    -- the late part only for a run the whole-run comparison did not flag
+    qualify c.part = 'whole' or not bool_or(c.part = 'whole') over (partition by c.run_key)
 )
 
 select
@@ -147,32 +138,15 @@ select
     onset_step as step,
     null::bigint as step_end,
     key as metric,
-    greatest(gain_share, variance_share) as value,
+    share as value,
     $min_share as threshold,
-    printf('shaping term %s carried the reward''s gain (%.3g -> %.3g, %.0f%% of the total''s rise from %.3g) from '
-           || 'step %d while the %s stayed flat (%s): the reward is being earned on form, not on '
-           || 'the task; lower that term''s weight or make it conditional on a correct answer', component,
-           first_mean, last_mean, 100 * gain_share, total_gain, onset_step,
+    printf('shaping term %s carried the reward''s gain %s(%.3g -> %.3g%s, %.0f%% of the total''s rise of %.3g%s) from '
+           || 'step %d while the %s stayed flat%s (%s): %sthe reward is being earned on form, not on the task; lower '
+           || 'that term''s weight or make it conditional on a correct answer', component,
+           case part when 'late' then 'late in the run ' else '' end, from_mean, last_mean,
+           case part when 'late' then ' from its middle third to its last' else '' end, 100 * gain_share, total_gain,
+           case part when 'late' then ' there' else '' end, onset_step,
            case when named then 'task components' else 'other components (none is named for the task)' end,
-           task_summary) as message
+           case part when 'late' then ' over that part' else '' end, task_summary,
+           case part when 'late' then 'after the task was learnt, ' else '' end) as message
 from dominant
-
-union all by name
-
-select
-    run_key,
-    'reward_component_dominant' as check_name,
-    'warn' as severity,
-    onset_step as step,
-    null::bigint as step_end,
-    key as metric,
-    late_gain / total_late_gain as value,
-    $min_share as threshold,
-    printf('shaping term %s carried the reward''s gain late in the run (%.3g -> %.3g from its middle third to its '
-           || 'last, %.0f%% of the total''s rise of %.3g there) from step %d while the %s stayed flat over that '
-           || 'part (%s): after the task was learnt, the reward is being earned on form; lower that term''s weight '
-           || 'or make it conditional on a correct answer', component, mid_mean, last_mean,
-           100 * late_gain / total_late_gain, total_late_gain, onset_step,
-           case when named then 'task components' else 'other components (none is named for the task)' end,
-           task_late_summary) as message
-from dominant_late
