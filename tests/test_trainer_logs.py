@@ -1343,9 +1343,16 @@ def test_jsonl_records_at_one_step_repeat_no_value_and_evaluations_are_eval_seri
             {"type": "grpo_step_summary", "grpo_step": 5, "optimizer_step": 20, "step_seconds": 106.2},
         ],
     )
+    # a trainer that logs each step twice, the same values: a second log call, written again for duplicate_steps
+    write_jsonl(
+        tmp_path / "logs" / "doubled" / "metrics.jsonl",
+        [{"step": 1, "epoch": 1, "loss": 0.5}, {"step": 1, "epoch": 1, "loss": 0.5}, {"step": 2, "loss": 0.4}],
+    )
     home = tmp_path / "home"
     lake_root = home / "lake"
     assert trainer_logs.ingest(lake_root, [tmp_path / "logs"]).issues == []
+    doubled = history(lake_root, f"run_key = '{run_of(lake_root, 'doubled')['run_key']}'")
+    assert sorted((r[1], r[2]) for r in doubled) == [(1, "epoch"), (1, "epoch"), (1, "loss"), (1, "loss"), (2, "loss")]
     recsys = values_by_step(lake_root, run_of(lake_root, "grpo_capinf")["run_key"])  # asserts one row per key
     assert {k: v[3] for k, v in recsys[200].items()} == {
         "epoch": 1,

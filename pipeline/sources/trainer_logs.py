@@ -1143,11 +1143,15 @@ def _not_repeated(cursor: dict, step: int, items: dict) -> dict:
     """A JSONL record's values less those another record at its step wrote with the same value: train and eval
     records at one step both carry the `epoch`, written once, as a trainer_state.json's entries (a repeat counted as a
     second version of the value, which duplicate_steps took for a restarted run). A key written again with another
-    value is another version (the last wins). The records of a step come together: the cursor remembers the last
-    step's scalar values (``at_step``), so a record of that step in the next ingest is compared too."""
+    value is another version (the last wins). A record that repeats every value it holds is written whole: a second
+    log call of the same values, which duplicate_steps is there to see (a trainer that logs each step twice). The
+    records of a step come together: the cursor remembers the last step's scalar values (``at_step``), so a record
+    of that step in the next ingest is compared too."""
     last = cursor.get("at_step")
     seen = dict(last[1]) if last and last[0] == step else {}  # a copy: the cursor the ingest started from stays
     fresh = {k: v for k, v in items.items() if not (k in seen and _same(seen[k], v))}
+    if not fresh:
+        return items
     seen.update((k, v) for k, v in fresh.items() if _remembered(v))
     cursor["at_step"] = [step, seen]
     return fresh
