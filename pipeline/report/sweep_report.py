@@ -273,7 +273,8 @@ def _conservative_advice(
     their KL penalty, unless their configs say they have none (``penalties``, the same way)."""
     advice = "For the runs flagged too conservative"
     timid_runs = [r["run"] for r in runs if timid(r)]
-    unpenalised = all((penalties or {}).get(r) == 0 for r in timid_runs)
+    # no timid run (every flagged one also broke down) is no evidence of a KL penalty of 0
+    unpenalised = bool(timid_runs) and all((penalties or {}).get(r) == 0 for r in timid_runs)
     broken = [r["run"] for r in runs if broke_down(r)]
     if not broken:
         return advice + (
