@@ -455,6 +455,18 @@ def _tiny_runs(root: Path, logs: Path) -> None:
             timing["timing_s/save_checkpoint"] = 40.0
         rows.append(({"critic/score/mean": 0.5, "actor/kl_loss": 0.01, **timing}, {"step": step}))
     write_run(root, rows, run_id="timing01", name="timing", project="verl-grpo")
+    # verl timing at a constant 60 s a step: from step 21 the actor update takes 42 s of it (70%), generation 10 s
+    rows = []
+    for step in range(1, 41):
+        late = step >= 21
+        timing = {
+            "timing_s/step": 60.0,
+            "timing_s/gen": 10.0 if late else 25.0,
+            "timing_s/update_actor": 42.0 if late else 20.0,
+            "timing_s/ref": 5.0 if late else 12.0,
+        }
+        rows.append(({"critic/score/mean": 0.5, "actor/kl_loss": 0.01, **timing}, {"step": step}))
+    write_run(root, rows, run_id="actorbnd", name="actorbound", project="verl-grpo")
     # TRL: the format reward never fires (deadcomp), or gives every completion 1.0 (constcomp: a checker that
     # accepts anything)
     for run_id, name, format_reward in (("deadcomp", "deadcomp", 0.0), ("constcmp", "constcomp", 1.0)):
@@ -1248,6 +1260,7 @@ def tiny(tmp_path_factory):
         ("throughput_drop", "timing", 31, 36),
         ("throughput_drop", "slowing", 20, 28),
         ("phase_bottleneck", "timing", 31, 37),
+        ("phase_bottleneck", "actorbound", 21, 25),
         ("checkpoint_save_slow", "timing", 8, 8),
         ("reward_component_dead", "deadcomp", 1, 1),  # train/global_step 1 (trainer_steps), W&B step 0
         ("reward_component_dead", "formatdrop", 20, 26),
@@ -1289,6 +1302,10 @@ def test_targeted_details(tiny):
     assert rate["severity"] == "error" and rate["value"] == pytest.approx(9 / 89) and rate["step_end"] == 36
     (bottleneck,) = tiny("phase_bottleneck")["timing"]
     assert bottleneck["metric"] == "phase_gen_s" and bottleneck["severity"] == "info" and bottleneck["value"] > 0.7
+    # the actor update at 70%: a training-side phase past the reference's 60% is a warning, generation at 70% is not
+    (actor,) = tiny("phase_bottleneck")["actorbound"]
+    assert actor["metric"] == "phase_update_actor_s" and actor["severity"] == "warn"
+    assert actor["value"] == pytest.approx(0.7)
     (dead,) = tiny("reward_component_dead")["deadcomp"]
     assert dead["metric"] == "train/rewards/format_reward/mean" and dead["value"] == 0
     assert "never fires" in dead["message"]

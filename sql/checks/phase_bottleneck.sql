@@ -4,15 +4,20 @@
 -- requires: step_time_s
 -- role: operations
 -- advice: pipeline do: Speed up or overlap the dominant phase of the step
--- param max_share = 0.6      -- a phase above this share of the step is the bottleneck (reference: > 60%)
--- param warn_share = 0.85    -- a phase this dominant is a warning: everything else waits on it
+-- param max_share = 0.6      -- a phase above this share of the step is the bottleneck (reference: > 60%); a
+--                               training-side phase (below) there is a warning
+-- param warn_share = 0.85    -- a rollout-side phase this dominant is a warning too: everything else waits on it
 -- param smooth = 5           -- judged on the median share over the last this many logged steps
 -- param sustain = 5          -- for at least this many consecutive logged steps
 -- param min_coverage = 0.5   -- phases logged on fewer than this share of the steps (checkpoint saves, validation)
 --                               are periodic, not per-step, and are left to checkpoint_save_slow
 -- Phases are the phase_<name>_s metrics (verl timing_s/*), the step is step_time_s (verl timing_s/step). A run
 -- that logs no total step time (the Diplomacy trainer overlaps rollout and training) has no shares to judge.
--- Info by default: a bottleneck is where to optimise, not a sign that training is unhealthy.
+-- Rollout-side phases (generation, rollout, sampling, the reward: an LLM judge) are info up to warn_share: long
+-- responses make generation most of a healthy step (real verl runs log 50-80%), and a bottleneck there is where to
+-- optimise, not a fault. A training-side phase (log-probs, reference, values, advantages, the actor or critic update)
+-- has no such reason to take most of the step (reference: log-prob 20-40%, update 30-50%): past max_share it is a
+-- warning (micro-batches too small, offloading, a recompute), whatever the rollouts cost.
 with step_time as (
     select run_key, step, value as step_s
     from metrics
@@ -74,7 +79,10 @@ episodes as (
 select
     run_key,
     'phase_bottleneck' as check_name,
-    case when worst > $warn_share then 'warn' else 'info' end as severity,
+    case
+        when worst > $warn_share or not regexp_matches(phase, '(gen|rollout|sampl|reward|judge)') then 'warn'
+        else 'info'
+    end as severity,
     onset as step,
     case when last_idx < n then last_step end as step_end,
     'phase_' || phase || '_s' as metric,
