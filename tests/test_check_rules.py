@@ -1398,7 +1398,8 @@ def test_a_task_that_learnt_nothing_is_flat_however_significant_its_drift(tiny):
     triples from 0.01 is learning, however small next to the format's gain; and an evaluation accuracy that rose
     says the task is learnt whatever the training components show."""
     (dominant,) = tiny("reward_component_dominant")["formdrift"]
-    assert dominant["metric"] == "train/rewards/format_reward/mean" and 85 <= dominant["step"] <= 115, dominant
+    # reported where the format's climb began (its sigmoid is a tenth of the way up at step 67)
+    assert dominant["metric"] == "train/rewards/format_reward/mean" and 55 <= dominant["step"] <= 75, dominant
     (hacking,) = tiny("reward_hacking")["formdrift"]
     assert "correctness_reward" in hacking["message"], hacking
     for check in ("reward_component_dominant", "reward_hacking"):
@@ -1414,7 +1415,8 @@ def test_a_term_that_takes_over_after_the_task_was_learnt_dominates_the_late_par
     part is judged on its own, middle third against last; an evaluation still rising there says the task is being
     learnt."""
     (late,) = tiny("reward_component_dominant")["latehack"]
-    assert late["metric"] == "train/rewards/format_reward/mean" and 180 <= late["step"] <= 200, late
+    # where the late climb began: a tenth of the way up from the middle third's level at step 168
+    assert late["metric"] == "train/rewards/format_reward/mean" and 150 <= late["step"] <= 175, late
     assert "late in the run" in late["message"], late
     assert re.search(r"stayed flat over that part \(correctness_reward 0\.4\d* -> 0\.45\d*\)", late["message"]), late[
         "message"

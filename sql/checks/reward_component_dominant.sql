@@ -32,7 +32,7 @@
 -- component that is near zero with a few non-zero steps (#12 class 6) gains next to nothing: it counts as flat.
 -- A run with no component named for the task is judged on the components named for neither task nor form
 -- (`tool_use_reward_fn`), and then only a term named for the form (format, length, ...) can dominate. Reported at the
--- step the shaping term's trailing mean passed half of its gain.
+-- step the shaping term's rise began (the mart's onset_step; late_onset_step for the late part).
 with eval_thirds as (
     select run_key, value, ntile(3) over (partition by run_key order by step) as third
     from metrics
@@ -70,7 +70,7 @@ parts as (
     where points >= $min_points
     union all by name
     select
-        run_key, component, key, is_task, is_form, points, nonzero_points, onset_step, last_mean,
+        run_key, component, key, is_task, is_form, points, nonzero_points, late_onset_step as onset_step, last_mean,
         'late' as part, mid_mean as from_mean, late_gain as gain, late_gain_t as gain_t, total_late_gain as total_gain,
         total_late_t as total_t, total_mid_mean as total_from, late_gain / nullif(total_late_gain, 0) as gain_share,
         late_gain / nullif(total_late_gain, 0) as share, 0 as start_gain, 0 as total_start_gain

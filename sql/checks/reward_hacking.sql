@@ -40,8 +40,8 @@
 -- The task metric is task_score (TRL eval/accuracy, verl val-core/*/acc, Diplomacy game/avg_sc_count). Reported at
 -- the task log that closes the first such window (the step it became visible). A run with no task metric but with
 -- per-function rewards is judged on them (the reward_components mart): the total rose while the components that
--- score the task (correctness, answers, ...) gained next to nothing, reported where the rise became visible (the
--- step the components that carried it passed half their gain).
+-- score the task (correctness, answers, ...) gained next to nothing, reported where the rise began (the step the
+-- component that carried the most of it began to move: the mart's onset_step).
 with task as (
     select
         run_key, step, value,

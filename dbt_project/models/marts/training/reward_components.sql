@@ -14,7 +14,9 @@
 --                   to carry the reward after the task has been learnt (a late hack) gains little against the
 --                   first third's task level: against the middle third it shows
 --   variance_share = cov(component, total) / var(total): its share of the total's movement
---   onset_step    = the first step whose 10-point trailing mean is past half of the component's gain
+--   onset_step    = where the component's move began: the first step after the last 10-point trailing mean short
+--                   of a tenth of its move from its start (first tenth) to its last third; a noisy start
+--                   makes it later, never earlier. late_onset_step the same from the middle third
 --   last_nonzero_share = how often it still fired over the last third (0: it stopped)
 -- A function logged with the total's value at every step beside other functions (a trainer whose reward_weights
 -- let one aggregate function drive the training, the others logged for diagnosis) is the total itself: it has no
@@ -118,19 +120,44 @@ rolling as (
         p.run_key, p.component, p.step,
         avg(p.value) over last10 as recent,
         count(p.value) over last10 as window_n,
-        s.first_mean, s.last_mean, s.points
+        s.start_mean, s.mid_mean, s.last_mean, s.points
     from paired as p
     join stats as s using (run_key, component)
     window last10 as (partition by p.run_key, p.component order by p.step rows between 9 preceding and current row)
 ),
 
-onsets as (  -- the first full window whose trailing mean is past half of the gain
-    select run_key, component, min(step) as onset_step
+-- each full window: past a tenth of the move to the last third's level, from the start and from the middle third
+marked as (
+    select
+        run_key, component, step,
+        case when last_mean >= start_mean then recent >= start_mean + 0.1 * (last_mean - start_mean)
+            else recent <= start_mean + 0.1 * (last_mean - start_mean) end as moved,
+        case when last_mean >= mid_mean then recent >= mid_mean + 0.1 * (last_mean - mid_mean)
+            else recent <= mid_mean + 0.1 * (last_mean - mid_mean) end as moved_late
     from rolling
     where window_n >= least(10, points)
-        and case when last_mean >= first_mean then recent >= first_mean + 0.5 * (last_mean - first_mean)
-                 else recent <= first_mean + 0.5 * (last_mean - first_mean) end
+),
+
+shortfalls as (
+    select
+        run_key,
+        component,
+        max(step) filter (where not moved) as last_short,
+        max(step) filter (where not moved_late) as last_short_late
+    from marked
     group by run_key, component
+),
+
+onsets as (  -- where the move began: the first window after the last one short of it
+    select
+        m.run_key,
+        m.component,
+        min(m.step) filter (where m.moved and (s.last_short is null or m.step > s.last_short)) as onset_step,
+        min(m.step) filter (where m.moved_late and (s.last_short_late is null or m.step > s.last_short_late))
+            as late_onset_step
+    from marked as m
+    join shortfalls as s using (run_key, component)
+    group by m.run_key, m.component
 ),
 
 final as (
@@ -162,7 +189,8 @@ final as (
         s.total_last_mean - s.total_mid_mean as total_late_gain,
         s.total_late_t,
         s.variance_share,
-        coalesce(o.onset_step, s.first_step) as onset_step
+        coalesce(o.onset_step, s.first_step) as onset_step,
+        coalesce(o.late_onset_step, o.onset_step, s.first_step) as late_onset_step
     from stats as s
     left join onsets as o using (run_key, component)
 )
