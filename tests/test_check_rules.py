@@ -500,7 +500,8 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         name="klearly",
     )
     # KL 0.01 -> 0.16 over 500 steps, +-25% noise: 3% more a 20-step window, so no window shows a drift; over the
-    # run it is 16x, past the warning line (0.1) where the trailing median crosses it, near step 320
+    # run it is 16x, past the warning line (0.1); it is reported where it left twice its level after the warm-up
+    # (~0.033 over steps 51-100), near step 185
     write_run(
         root,
         [
@@ -1266,7 +1267,7 @@ def tiny(tmp_path_factory):
         ("reward_component_dead", "formatdrop", 20, 26),
         ("reward_component_dead", "constcomp", 1, 1),
         ("kl_drift", "klearly", 3, 5),
-        ("kl_drift", "klslow", 280, 330),
+        ("kl_drift", "klslow", 180, 230),
         ("reward_hacking", "penalty", 16, 16),  # trainer steps: train/global_step is the W&B step + 1
         ("reward_collapse", "coarse", 150, 150),
         ("reward_collapse", "earlyfall", 3, 3),  # window, lag and baseline scaled to a 40-point run

@@ -22,10 +22,12 @@
 -- param run_rise = 3         -- also over the whole run: the median KL of its last fifth at least this many times the
 --                               median of the tenth after the warm-up, above min_kl, and rising steadily (a
 --                               twentieth of the points in the middle half of that rise): a slow drift on a dense log
---                               never gains min_rise within `window` points. Reported where the trailing median
---                               passed min_kl
--- Reported at the end of the first window where the trend is significant (the step it became detectable), with
--- the window's start and end levels in the message; drifting windows less than a window apart are one episode. A
+--                               never gains min_rise within `window` points. Reported where it began, as below (where
+--                               the trailing median passed min_kl when KL never was that low)
+-- Reported where the drift began: the first step after the last time KL's median over 5 logged steps was under twice
+-- its level after the warm-up (the median of the tenth after it), before the first window where the trend is
+-- significant (the step it became detectable; the window's start when KL never was that low); the message gives
+-- the window's start and end levels. Drifting windows less than a window apart are one episode. A
 -- KL that climbed early (inside the warm-up) and stays far above the warning line is the second branch, below.
 with kl as (  -- the series the high-level branch below reads
     select
@@ -36,11 +38,20 @@ with kl as (  -- the series the high-level branch below reads
     where metric = 'kl' and isfinite(value)
 ),
 
--- KL's median over the trailing `window` points, at each point
+-- KL's median over the trailing `window` points, and over the trailing 5 (where a drift began), at each point
 levels as (
-    select *, median(value) over (partition by run_key order by step rows between $window - 1 preceding
-        and current row) as level
+    select
+        *,
+        median(value) over (partition by run_key order by step rows between $window - 1 preceding and current row)
+            as level,
+        median(value) over (partition by run_key order by step rows between 4 preceding and current row) as recent
     from kl
+),
+
+early_levels as (  -- KL after the warm-up: the median of the tenth of the run after it
+    select run_key, median(value) filter (where idx > $warmup_share * n and idx <= 2 * $warmup_share * n) as early_kl
+    from kl
+    group by run_key
 ),
 
 drifting as (
@@ -89,24 +100,56 @@ climbs as (
     from episodes as e
     join kl as k on e.run_key = k.run_key and k.step between e.from_step and e.last_step
     group by all
+),
+
+-- the last step before the episode's first drifting window ended where KL was still under twice its early level
+lows as (
+    select e.run_key, e.onset, max(l.step) filter (where l.recent <= 2 * b.early_kl) as last_low
+    from episodes as e
+    join early_levels as b using (run_key)
+    join levels as l on e.run_key = l.run_key and e.onset >= l.step
+    where b.early_kl > 0
+    group by e.run_key, e.onset
+),
+
+run_lows as (  -- for the slow drift over the whole run: the last time after the warm-up KL was that low
+    select l.run_key, max(l.step) filter (where l.recent <= 2 * b.early_kl) as last_low
+    from levels as l
+    join early_levels as b using (run_key)
+    where b.early_kl > 0 and l.idx > $warmup_share * l.n
+    group by l.run_key
+),
+
+began as (  -- the first step after the last low one (the first drifting window's start when none was low)
+    select o.run_key, o.onset, coalesce(min(l.step), o.onset) as began_step
+    from lows as o
+    left join levels as l on o.run_key = l.run_key and o.last_low < l.step and o.onset >= l.step
+    where o.last_low is not null
+    group by o.run_key, o.onset
+),
+
+drifts as (
+    select c.*, coalesce(b.began_step, c.from_step) as began_step
+    from climbs as c
+    left join began as b using (run_key, onset)
 )
 
 select
     run_key,
     'kl_drift' as check_name,
     case when to_kl >= $error_kl then 'error' else 'warn' end as severity,
-    onset as step,
+    began_step as step,
     case when last_idx < n then last_step end as step_end,
     'kl' as metric,
     to_kl as value,
     $min_kl as threshold,
     -- from: the median of the first points of the window that showed the climb (robust to one odd point), so
     -- "about"; to: the highest KL the climb reached, at its own step
-    printf('KL has climbed from about %.3g around step %d to %.3g at step %d, the middle half of the climb between '
-           || 'steps %d and %d (trend t = %.1f); the policy is drifting from the reference: raise the KL penalty or '
-           || 'lower the learning rate before it blows up', from_kl, from_step, to_kl, to_step, quarter_step,
-           three_quarter_step, best_t) as message
-from climbs
+    printf('KL has been climbing since step %d: from about %.3g around step %d to %.3g at step %d, the middle half '
+           || 'of the climb between steps %d and %d (trend t = %.1f); the policy is drifting from the reference: raise '
+           || 'the KL penalty or lower the learning rate before it blows up', began_step, from_kl, from_step, to_kl,
+           to_step, quarter_step, three_quarter_step, best_t) as message
+from drifts
 
 union all by name
 
@@ -143,14 +186,17 @@ select
     whole.run_key,
     'kl_drift' as check_name,
     case when whole.end_kl >= $error_kl then 'error' else 'warn' end as severity,
-    coalesce(min(lv.step) filter (where lv.level > $min_kl), max(lv.step)) as step,
+    coalesce(min(lv.step) filter (where lv.step > rl.last_low), min(lv.step) filter (where lv.level > $min_kl),
+        max(lv.step)) as step,
     null::bigint as step_end,
     'kl' as metric,
     whole.end_kl as value,
     $min_kl as threshold,
-    printf('KL has been climbing slowly all run: from about %.3g after the warm-up to %.3g over the last fifth of '
-           || 'the run (%.1fx), its median over %d logged steps above %.3g from step %d; the policy is drifting from '
-           || 'the reference: raise the KL penalty or lower the learning rate before it blows up', whole.start_kl,
+    printf('KL has been climbing slowly all run, from step %d: from about %.3g after the warm-up to %.3g over the '
+           || 'last fifth of the run (%.1fx), its median over %d logged steps above %.3g from step %d; the policy is '
+           || 'drifting from the reference: raise the KL penalty or lower the learning rate before it blows up',
+           coalesce(min(lv.step) filter (where lv.step > rl.last_low), min(lv.step) filter (where lv.level > $min_kl),
+               max(lv.step)), whole.start_kl,
            whole.end_kl, whole.end_kl / whole.start_kl, $window::bigint, $min_kl::double,
            coalesce(min(lv.step) filter (where lv.level > $min_kl), max(lv.step))) as message
 from (
@@ -163,11 +209,12 @@ from (
     having any_value(n) >= 2 * $window
 ) as whole
 join levels as lv on whole.run_key = lv.run_key and lv.idx > $warmup_share * lv.n
+left join run_lows as rl on whole.run_key = rl.run_key
 where whole.end_kl > $min_kl
     and whole.start_kl > 0
     and whole.end_kl >= $run_rise * whole.start_kl
     and whole.run_key not in (select e.run_key from episodes as e)
-group by whole.run_key, whole.start_kl, whole.end_kl
+group by whole.run_key, whole.start_kl, whole.end_kl, rl.last_low
 having count(*) filter (
     where lv.value > whole.start_kl + 0.25 * (whole.end_kl - whole.start_kl)
         and lv.value < whole.start_kl + 0.75 * (whole.end_kl - whole.start_kl)
