@@ -29,8 +29,10 @@
 --                               from it on against the three before it): noise on the new level can fall in the
 --                               middle half, a step that makes half the rise is a jump all the same
 -- Length that grows with the reward is healthy (longer reasoning that pays); length that grows while the reward
--- barely moves is verbosity the reward does not ask for, and it runs into the length limit next. Reported at the
--- end of the first window showing it; windows less than a window apart are one episode. The growth must also hold
+-- barely moves is verbosity the reward does not ask for, and it runs into the length limit next. Reported where
+-- the growth began: the first step after the last time the length's median over 5 logged steps was under a
+-- tenth of the growth (the start of the first window showing it when it never was); windows less than a window
+-- apart are one episode. The growth must also hold
 -- to the end of the run and still outrun the reward there: from the `window` lengths before the episode (its first
 -- five at the start of a run) to the run's last `window`, against the reward's change over the same steps. Without
 -- a reward metric the length trend alone decides.
@@ -194,7 +196,7 @@ held_reward as (
 ),
 
 kept as (
-    select e.*
+    select e.*, h.before_length, h.final_length
     from episodes as e
     join held as h on e.run_key = h.run_key and e.onset = h.onset
     left join held_reward as hr on e.run_key = hr.run_key and e.onset = hr.onset
@@ -202,6 +204,38 @@ kept as (
         and h.after_length >= (1 + $min_kept / 2) * h.before_length
         and h.final_length - h.before_length >= $min_tokens
         and (hr.reward_change is null or hr.reward_change < $reward_share * (h.final_length / h.before_length - 1))
+),
+
+-- where a growth began: the first step after the last time the length's median over 5 logged steps was under a
+-- tenth of the growth (from the lengths before the episode to the run's last ones)
+recent_lengths as (
+    select run_key, step, median(value) over (partition by run_key order by step rows between 4 preceding
+        and current row) as recent
+    from lengths
+),
+
+kept_lows as (
+    select
+        k.run_key,
+        k.onset,
+        max(r.step) filter (where r.recent <= k.before_length + 0.1 * (k.final_length - k.before_length)) as last_low
+    from kept as k
+    join recent_lengths as r on k.run_key = r.run_key and k.onset >= r.step
+    group by k.run_key, k.onset
+),
+
+kept_began as (  -- the first step after the last low one (the episode's first window's start when none was low)
+    select o.run_key, o.onset, coalesce(min(r.step), o.onset) as began_step
+    from kept_lows as o
+    left join recent_lengths as r on o.run_key = r.run_key and o.last_low < r.step and o.onset >= r.step
+    where o.last_low is not null
+    group by o.run_key, o.onset
+),
+
+growths as (
+    select k.*, coalesce(b.began_step, k.from_step) as began_step
+    from kept as k
+    left join kept_began as b using (run_key, onset)
 ),
 
 -- over the whole run: the first tenth against the last fifth, and where the trailing median first stood min_growth
@@ -266,10 +300,29 @@ whole_reward as (
     group by w.run_key
 ),
 
-grown_whole as (
-    select w.*, o.onset, wr.reward_growth
+whole_lows as (  -- where it began, as for an episode above: from the first tenth's length to the last fifth's
+    select
+        w.run_key,
+        max(r.step) filter (where r.recent <= w.start_length + 0.1 * (w.end_length - w.start_length)) as last_low
     from whole as w
     join whole_onsets as o on w.run_key = o.run_key
+    join recent_lengths as r on w.run_key = r.run_key and o.onset >= r.step
+    group by w.run_key
+),
+
+whole_began as (
+    select o.run_key, min(r.step) as began_step
+    from whole_lows as o
+    join whole_onsets as wo on o.run_key = wo.run_key
+    join recent_lengths as r on o.run_key = r.run_key and o.last_low < r.step and wo.onset >= r.step
+    group by o.run_key
+),
+
+grown_whole as (
+    select w.*, o.onset, coalesce(b.began_step, o.onset) as began, wr.reward_growth
+    from whole as w
+    join whole_onsets as o on w.run_key = o.run_key
+    left join whole_began as b on w.run_key = b.run_key
     left join whole_reward as wr on w.run_key = wr.run_key
     where w.end_length >= (1 + $run_growth) * w.start_length
         and w.end_length - w.start_length >= $min_tokens
@@ -294,7 +347,7 @@ select
     run_key,
     'response_length_growth' as check_name,
     'warn' as severity,
-    onset as step,
+    began_step as step,
     case when last_idx < n then last_step end as step_end,
     'response_length_mean' as metric,
     to_length as value,
@@ -304,7 +357,7 @@ select
            || 'length penalty or check for truncation and repetition', from_length, from_step, to_length, last_step,
            100 * (to_length / greatest(from_length, 1) - 1), last_step - from_step,
            coalesce(printf('%+.0f%%', 100 * reward_growth), 'unknown (no reward logged)')) as message
-from kept
+from growths
 
 union all by name
 
@@ -312,7 +365,7 @@ select
     g.run_key,
     'response_length_growth' as check_name,
     'warn' as severity,
-    g.onset as step,
+    g.began as step,
     null::bigint as step_end,
     'response_length_mean' as metric,
     g.end_length as value,
