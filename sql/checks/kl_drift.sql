@@ -120,7 +120,7 @@ run_lows as (  -- for the slow drift over the whole run: the last time after the
     group by l.run_key
 ),
 
-began as (  -- the first step after the last low one (the first drifting window's start when none was low)
+began as (  -- the first step after the last low one (the onset itself when KL was still that low there)
     select o.run_key, o.onset, coalesce(min(l.step), o.onset) as began_step
     from lows as o
     left join levels as l on o.run_key = l.run_key and o.last_low < l.step and o.onset >= l.step

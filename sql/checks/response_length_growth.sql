@@ -224,7 +224,7 @@ kept_lows as (
     group by k.run_key, k.onset
 ),
 
-kept_began as (  -- the first step after the last low one (the episode's first window's start when none was low)
+kept_began as (  -- the first step after the last low one (the onset itself when the length was still low there)
     select o.run_key, o.onset, coalesce(min(r.step), o.onset) as began_step
     from kept_lows as o
     left join recent_lengths as r on o.run_key = r.run_key and o.last_low < r.step and o.onset >= r.step
