@@ -201,12 +201,13 @@ select
            coalesce(min(lv.step) filter (where lv.level > $min_kl), max(lv.step))) as message
 from (
     select
-        run_key,
-        median(value) filter (where idx > $warmup_share * n and idx <= 2 * $warmup_share * n) as start_kl,
-        median(value) filter (where idx > 0.8 * n) as end_kl
-    from kl
-    group by run_key
-    having any_value(n) >= 2 * $window
+        k.run_key,
+        any_value(b.early_kl) as start_kl,
+        median(k.value) filter (where k.idx > 0.8 * k.n) as end_kl
+    from kl as k
+    join early_levels as b using (run_key)
+    group by k.run_key
+    having any_value(k.n) >= 2 * $window
 ) as whole
 join levels as lv on whole.run_key = lv.run_key and lv.idx > $warmup_share * lv.n
 left join run_lows as rl on whole.run_key = rl.run_key
