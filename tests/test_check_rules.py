@@ -998,6 +998,21 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="k1kl0001",
         name="k1kl",
     )
+    # an adaptive KL controller with a target near 0 pushes KL from 0.02 down to 0.0004 over steps 61-70; the reward
+    # still creeps up to step 120, then stays flat: the policy stopped moving where KL fell, before the reward showed it
+    write_run(
+        root,
+        [
+            {
+                "train/reward": 0.2 + 0.06 * min(i, 120) / 120 + 0.004 * math.sin(2.3 * i),
+                "train/kl": (0.02 if i < 60 else max(0.0004, 0.02 - 0.002 * (i - 59))) * (1 + 0.1 * math.sin(1.7 * i)),
+                "train/global_step": i + 1,
+            }
+            for i in range(300)
+        ],
+        run_id="klsettle",
+        name="klsettles",
+    )
     # 8 samples a step: one step in ten has a mean of ~40 tokens against a median of ~250, so three such steps in a
     # row (45, 50, 45 at steps 300-302) are the run's noise, not a collapse to lengths it never produced
     _length_run(
@@ -1349,6 +1364,10 @@ def test_targeted_details(tiny):
     assert double["metric"] == "train/global_step" and double["value"] == 20
     (barely,) = tiny("too_conservative")["k1kl"]
     assert barely["step_end"] is None and barely["value"] < 0, barely
+    # reported where KL's 5-step median fell under max_kl (0.002), not where the reward's flat window began
+    (settled,) = tiny("too_conservative")["klsettles"]
+    flat_from = int(re.search(r"from step (\d+) to", settled["message"])[1])
+    assert 66 <= settled["step"] <= 72 and flat_from > 100, settled
     assert tiny("response_length_collapse")["lengthdips"] == []
     (collapsed,) = tiny("response_length_collapse")["staysdown"]
     assert collapsed["step"] == 31 and collapsed["step_end"] is None, collapsed
@@ -1468,7 +1487,9 @@ def test_a_hand_written_console_log_is_judged_on_the_canonical_metrics(tiny):
         tiny.con.execute("select metric, count(*) from metrics where run_key = ? group by metric", [run_key]).fetchall()
     )
     assert metrics == {m: 120 for m in ("reward_mean", "kl", "response_length_mean", "loss", "learning_rate")}
-    assert [r["step"] for r in tiny("too_conservative")["train_grpo"]] == [13]  # the first window after the warm-up
+    # KL was near 0 from the first step; the first flat window after the warm-up starts at step 13
+    (barely,) = tiny("too_conservative")["train_grpo"]
+    assert barely["step"] == 1 and "from step 13 to" in barely["message"] and "since step 1)" in barely["message"]
 
 
 def test_a_flat_stretch_below_the_start_is_not_a_convergence(tiny):

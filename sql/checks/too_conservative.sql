@@ -16,8 +16,11 @@
 -- param min_entropy_share = 0.5 -- not explained by an entropy collapse: median entropy above this share of the
 --                               run's early entropy (first tenth of its steps)
 -- A flat reward has other causes (no reward variance, collapsed entropy) that are flagged by their own checks and
--- need other fixes; this one is the lr / KL-penalty diagnosis. Reported at the start of the first window; windows
--- that overlap, or leave less than half a window between them, are one episode.
+-- need other fixes; this one is the lr / KL-penalty diagnosis. Windows that overlap, or leave less than half a
+-- window between them, are one episode. An episode is reported where the policy stopped moving: the first KL step
+-- after the last one (before its first window ended) whose 5-step median was still at max_kl or above, the run's
+-- first KL step when there was none (a learning rate too low from the start), never before the end of the previous
+-- episode nor after the start of its first window. The message names the flat window too.
 with reward as (
     select
         run_key, step, value,
@@ -120,7 +123,9 @@ numbered as (
 episodes as (
     select
         run_key,
-        min(start_step) as onset,
+        episode,
+        min(start_step) as first_start,
+        min(step) as first_end,
         max(step) as last_step,
         max(idx) as last_idx,
         any_value(n) as n,
@@ -128,6 +133,43 @@ episodes as (
         max(kl_median) as kl_median
     from numbered
     group by run_key, episode
+),
+
+kl_levels as (  -- KL's trailing 5-step median, of the runs with an episode
+    select
+        metrics.run_key, metrics.step,
+        median(metrics.value) over (partition by metrics.run_key order by metrics.step rows 4 preceding) as level
+    from metrics
+    semi join episodes using (run_key)
+    where metrics.metric = 'kl' and isfinite(metrics.value)
+),
+
+bounded as (  -- each episode's earliest possible onset: the end of the one before it
+    select *, lag(last_step) over (partition by run_key order by episode) as previous_end
+    from episodes
+),
+
+last_moving as (  -- per episode, the last KL step before its first window ended with the policy still moving
+    select b.run_key, b.episode, max(k.step) filter (where k.level >= $max_kl) as moving_step
+    from bounded as b
+    join kl_levels as k
+        on b.run_key = k.run_key and b.first_end >= k.step and coalesce(b.previous_end, -1) < k.step
+    group by b.run_key, b.episode
+),
+
+still as (  -- per episode, the first KL step after that
+    select b.run_key, b.episode, min(k.step) as still_step
+    from bounded as b
+    left join last_moving as m on b.run_key = m.run_key and b.episode = m.episode
+    join kl_levels as k
+        on b.run_key = k.run_key and coalesce(m.moving_step, b.previous_end, -1) < k.step
+    group by b.run_key, b.episode
+),
+
+onsets as (
+    select b.*, least(b.first_start, coalesce(s.still_step, b.first_start)) as onset
+    from bounded as b
+    left join still as s on b.run_key = s.run_key and b.episode = s.episode
 )
 
 select
@@ -139,7 +181,7 @@ select
     'kl' as metric,
     kl_median as value,
     $max_kl as threshold,
-    printf('reward flat at about %.3g from step %d to %d while KL stayed near %.2g: the policy is barely moving '
-           || 'away from the reference; raise the learning rate or lower the KL penalty (kl_beta)',
-           level, onset, last_step, kl_median) as message
-from episodes
+    printf('reward flat at about %.3g from step %d to %d while KL stayed near %.2g (under %.2g since step %d): the '
+           || 'policy is barely moving away from the reference; raise the learning rate or lower the KL penalty '
+           || '(kl_beta)', level, first_start, last_step, kl_median, $max_kl, onset) as message
+from onsets
