@@ -1024,6 +1024,15 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         ],
         [0.5 + 0.01 * math.sin(i) for i in range(400)],
     )
+    # 80 logged points: the length grows steadily from 600 to 1,800 tokens over 36 of them (steps 31-66) while the
+    # reward rose with it only at first (0.25 -> 0.55 by step 40), then stayed. Judged over the whole run; 20 points
+    # on either side of a step span half of this run, and made the steady growth look like a jump
+    _length_run(
+        root,
+        "growscoarse",
+        [600.0 + 1200.0 * min(max(i - 30, 0), 36) / 36 + 15 * math.sin(1.9 * i) for i in range(80)],
+        [0.25 + 0.3 * min(max(i - 30, 0), 10) / 10 + 0.01 * math.sin(2.7 * i) for i in range(80)],
+    )
     # a third of the responses cut on the first 8 steps (0.30 -> 0.37), none after: the worst share is the mean of
     # those 8 steps, not of a 20-step window the run did not have yet
     write_run(
@@ -1369,6 +1378,8 @@ def test_targeted_details(tiny):
     flat_from = int(re.search(r"from step (\d+) to", settled["message"])[1])
     assert 66 <= settled["step"] <= 72 and flat_from > 100, settled
     assert tiny("response_length_collapse")["lengthdips"] == []
+    (coarse,) = tiny("response_length_growth")["growscoarse"]
+    assert 31 <= coarse["step"] <= 40 and "over the last fifth" in coarse["message"], coarse
     (collapsed,) = tiny("response_length_collapse")["staysdown"]
     assert collapsed["step"] == 31 and collapsed["step_end"] is None, collapsed
     dense = tiny("reward_hacking")["denseevals"]  # seen once a window holds 40 evaluations (80 steps)

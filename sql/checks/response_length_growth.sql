@@ -331,16 +331,23 @@ grown_whole as (
 )
 ,
 
--- the same rise over `window` lengths on either side, for the whole-run branch (over a whole run, noise gives a few
--- large three-point rises among hundreds of points)
+-- the same rise over `window` lengths on either side (a tenth of the run's, at least 5, when that is fewer), for the
+-- whole-run branch: over a whole run, noise gives a few large three-point rises among hundreds of points; on a
+-- coarse log (80 points) 20 on either side span half the run, and a steady growth over 40 of them reads as a jump
+wide_lengths as (
+    select *, least($window, greatest(5, n // 10)) as wide
+    from lengths
+    where run_key in (select g.run_key from grown_whole as g)
+),
+
 wide_jumps as (
     select
         run_key, idx,
-        median(value) over (partition by run_key order by idx rows between current row and $window - 1 following)
-        - median(value) over (partition by run_key order by idx rows between $window preceding and 1 preceding)
+        median(value) over (partition by run_key order by idx rows between current row and wide - 1 following)
+        - median(value) over (partition by run_key order by idx rows between wide preceding and 1 preceding)
             as wide_jump
-    from lengths
-    where run_key in (select g.run_key from grown_whole as g)
+    from wide_lengths
+    qualify idx > wide and idx + wide - 1 <= n  -- whole frames: at a run's edge one point's noise reads as a jump
 )
 
 select
