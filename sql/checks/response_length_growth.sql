@@ -335,7 +335,7 @@ grown_whole as (
 -- whole-run branch: over a whole run, noise gives a few large three-point rises among hundreds of points; on a
 -- coarse log (80 points) 20 on either side span half the run, and a steady growth over 40 of them reads as a jump
 wide_lengths as (
-    select *, least($window, greatest(5, n // 10)) as wide
+    select *, least($window, greatest(5, n // 10)) as wide, least($window, greatest(5, n // 10)) - 1 as wide_ahead
     from lengths
     where run_key in (select g.run_key from grown_whole as g)
 ),
@@ -343,7 +343,7 @@ wide_lengths as (
 wide_jumps as (
     select
         run_key, idx,
-        median(value) over (partition by run_key order by idx rows between current row and wide - 1 following)
+        median(value) over (partition by run_key order by idx rows between current row and wide_ahead following)
         - median(value) over (partition by run_key order by idx rows between wide preceding and 1 preceding)
             as wide_jump
     from wide_lengths
