@@ -1204,6 +1204,25 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         logs.parent / "shortslowing" / "metrics.jsonl",
         [{"step": i, "reward": 0.5, "timing_s/step": 60.0 + 10 * i} for i in range(1, 13)],
     )
+    # a trainer_state.json whose log_history holds steps 20-25 twice, entry for entry (a trainer that appended the
+    # steps again after a restart), then Trainer.evaluate() after the last step's evaluation: an evaluation at a
+    # step that had one is no repeated step
+    train = [
+        {"loss": 0.1 + 0.01 * s, "reward": 0.4 + 0.01 * s, "grad_norm": 0.2, "learning_rate": 1e-6, "epoch": s / 30,
+         "step": s}
+        for s in range(1, 31)
+    ]
+    evaluations = [{"eval_loss": 0.3, "eval_runtime": runtime, "epoch": 1.0, "step": 30} for runtime in (12.5, 11.9)]
+    (logs.parent / "appendedtwice").mkdir()
+    (logs.parent / "appendedtwice" / "trainer_state.json").write_text(
+        json.dumps(
+            {
+                "global_step": 30,
+                "max_steps": 30,
+                "log_history": [*train[:25], *train[19:25], *train[25:], *evaluations],
+            }
+        )
+    )
     # a hand-written trainer's console (MiniMind's print): a flat reward, KL to the reference hovering around 0
     (logs.parent / "minimind").mkdir()
     (logs.parent / "minimind" / "train_grpo.log").write_text(
@@ -1307,6 +1326,7 @@ def tiny(tmp_path_factory):
         ("duplicate_steps", "doublelog", 0, 1),
         ("duplicate_steps", "benchdouble", 0, 1),
         ("duplicate_steps", "restarted", 10, 10),
+        ("duplicate_steps", "appendedtwice", 20, 20),
     ],
 )
 def test_fires_on_a_targeted_run(tiny, check, run, first, last):
@@ -1395,6 +1415,8 @@ def test_targeted_details(tiny):
     assert tiny("duplicate_steps")["profiled"] == []
     (restart,) = tiny("duplicate_steps")["restarted"]
     assert restart["metric"] == "history.versions" and restart["value"] == 10
+    (appended,) = tiny("duplicate_steps")["appendedtwice"]  # 5 values a step; the evaluations at step 30 are not
+    assert (appended["step"], appended["step_end"], appended["value"]) == (20, 25, 30), appended
 
 
 def test_a_gradient_norm_that_stays_nonfinite_is_a_broken_update(tiny):

@@ -1809,13 +1809,17 @@ def test_state_files_of_different_names_in_one_folder_are_all_read_as_series_of_
     assert sorted(info["source_files"]) == sorted(str(p.resolve()) for p in run.glob("*.json"))
     assert info["state"] == "unknown" and info["last_step"] == 4  # bare lists: no max_steps, no end entry
 
-    # one series grows: the run is reloaded with both
+    # one series grows: the run is reloaded with both, and the other's entries keep their file_offsets (moved, each
+    # would count as a second version of its values: a repeated step)
+    offsets = {(r[1], r[2]): r[9] for r in history(lake_root)}
     evals.append({"accuracy": 0.95, "n_problems": 100, "step": 6})
     (run / "eval_history.json").write_text(json.dumps(evals))
     again = trainer_logs.ingest(lake_root, [run])
     assert again.runs_touched == [info["run_key"]]
     newest = {(r[1], r[2]): r[3] for r in history(lake_root, f"ingest_id = {again.ingest_id}")}
     assert newest[(6, "eval/accuracy")] == 0.95 and newest[(4, "reward_mean")] == 0.5
+    moved = {(r[1], r[2]): r[9] for r in history(lake_root, f"ingest_id = {again.ingest_id}")}
+    assert {k: moved[k] for k in offsets} == offsets
     assert not trainer_logs.ingest(lake_root, [run]).changed
 
     # a lake whose cursor still names the one file read before this fix: the series it left out is read
@@ -1840,6 +1844,33 @@ def test_state_files_of_different_names_in_one_folder_are_all_read_as_series_of_
     done = trainer_logs.ingest(lake_root, [run])
     newest = {(r[1], r[2]): r[3] for r in history(lake_root, f"ingest_id = {done.ingest_id}")}
     assert newest[(8, "eval/accuracy")] == 0.97 and newest[(4, "reward_mean")] == 0.5
+
+
+def test_a_log_history_that_holds_steps_twice_keeps_both_records(tmp_path):
+    """Entries appended twice, whole (a trainer that logged steps 3-4 again after a restart), are two records of those
+    values at distinct file_offsets, which history.versions counts; the `epoch` a train and an eval entry of one step
+    share, or an entry the file's earlier snapshot also held, is one."""
+    run = tmp_path / "out"
+    run.mkdir()
+    train = [{"loss": 0.5 - s / 10, "epoch": s / 5, "step": s} for s in range(1, 6)]
+    log = [*train[:4], *train[2:4], train[4], {"eval_loss": 0.2, "epoch": 1.0, "step": 5}]
+    (run / "trainer_state.json").write_text(json.dumps({"global_step": 5, "max_steps": 5, "log_history": log}))
+    lake_root = tmp_path / "lake"
+    first = trainer_logs.ingest(lake_root, [run])
+    records = {}
+    for row in history(lake_root):
+        records.setdefault((row[1], row[2]), []).append(row[9])
+    assert {k: len(v) for k, v in records.items() if len(v) > 1} == {(3, "loss"): 2, (3, "epoch"): 2, (4, "loss"): 2,
+                                                                    (4, "epoch"): 2}
+    assert records[(3, "loss")] == [2, 4] and records[(5, "eval_loss")] == [7]
+    # rewritten at the next checkpoint with one more step: the same entries at the same offsets
+    (run / "trainer_state.json").write_text(
+        json.dumps({"global_step": 6, "max_steps": 6, "log_history": [*log, {"loss": 0.0, "epoch": 1.2, "step": 6}]})
+    )
+    again = trainer_logs.ingest(lake_root, [run])
+    reread = [r for r in history(lake_root, f"ingest_id = {again.ingest_id}") if (r[1], r[2]) in records]
+    assert {(r[1], r[2], r[9]) for r in reread} == {(k[0], k[1], o) for k, v in records.items() for o in v}
+    assert first.ingest_id < again.ingest_id
 
 
 def test_a_console_log_with_no_metric_line_says_so_once(tmp_path):

@@ -544,8 +544,9 @@ class TrainerLogIngest:
 
     def _load_trainer_state(self, docs: list[tuple[Path, dict, int]], run_key: str, run_dir: Path) -> None:
         """Reload a run from its state files (path, document, mtime_ns), their entries merged by step: the
-        ``file_offset`` of an entry is its index counted on across the files, in path order, so the last file's value
-        wins where two give one key at one step."""
+        ``file_offset`` of an entry is its index plus its file's position among the run's files (by name) times
+        2**32, so the last file's value wins where two give one key at one step, and a file that grows does not move
+        the next one's entries (a moved entry would count as a second version of its values)."""
         info = self._run(
             run_key,
             project=_project(run_dir.parent),
@@ -558,11 +559,9 @@ class TrainerLogIngest:
         info.source_files = []
         info.config = {}
         written: dict[tuple[int, str], Any] = {}
-        first = 0
-        for path, doc, mtime_ns in docs:
+        for position, (path, doc, mtime_ns) in enumerate(sorted(docs, key=lambda d: d[0].name)):
             info.touch(path, mtime_ns)
-            self._state_entries(info, path, doc, written, first)
-            first += len(doc["log_history"])
+            self._state_entries(info, path, doc, written, position << 32)
             info.config.update(self._state_config(path, doc))
         info.config = finite(redact(info.config))
         # a bare log_history (no max_steps) cannot tell a run still going from one that crashed, as a JSONL log cannot
@@ -581,8 +580,13 @@ class TrainerLogIngest:
     def _state_entries(self, info: RunInfo, path: Path, doc: dict, written: dict, first: int) -> None:
         """A state file's log_history entries, each at its step (``first``: the file_offset of its first entry). A
         file named as an evaluation's (``eval_history.json``) holds evaluation series: its keys go under `eval/`, as
-        a JSONL evaluation record's (trainer_log_lines.evaluation_values), and never overwrite the training's."""
+        a JSONL evaluation record's (trainer_log_lines.evaluation_values), and never overwrite the training's. An
+        entry that repeats an earlier one of the file whole (every key but ``epoch`` with the same value at the same
+        step: steps appended twice) is written again, a second version of its values that ``duplicate_steps``
+        counts; a key another entry of the step already gave alike (the ``epoch`` train and eval entries share) is
+        not."""
         evaluation = bool(EVAL_NAMES & set(re.split(r"[^a-z]+", path.stem.lower())))
+        in_file: dict[tuple[int, str], Any] = {}
         for index, entry in enumerate(doc["log_history"]):
             self.report.records += 1
             step = integral(entry.get("step")) if isinstance(entry, dict) else None
@@ -607,7 +611,11 @@ class TrainerLogIngest:
                 values = evaluation_values(values)
             # Train, eval and end-of-training entries at one step all repeat `epoch`: one value, not a repeated step.
             items = {k: v for k, v in values.items() if not ((step, k) in written and _same(written[(step, k)], v))}
+            own = [k for k in values if k != "epoch"]
+            if own and all((step, k) in in_file and _same(in_file[(step, k)], values[k]) for k in own):
+                items = values
             written.update(((step, k), v) for k, v in items.items())
+            in_file.update(((step, k), v) for k, v in values.items())
             try:
                 self._emit(info, step, None, first + index, items)
             except Exception as exc:  # one entry no reader anticipated: skipped and said

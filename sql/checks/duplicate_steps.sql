@@ -1,7 +1,7 @@
 -- duplicate_steps: the same step was logged more than once (a resumed run re-logging steps, or two log calls per
 -- trainer step), which double-counts rows and makes per-step plots and sums wrong.
 -- severity: warn
--- reads: history, runs, trainer_steps
+-- reads: history, trainer_steps
 -- requires:
 -- role: operations
 -- advice: logging do: Check that a resumed run continued from the checkpoint of the step it restarted at
@@ -9,10 +9,10 @@
 -- Two signs, each reported once per run:
 -- * history.versions > 1: one (run, step, key) arrived more than once, e.g. a trainer restarted from a checkpoint
 --   that appends the same steps to its log again (staging keeps the newest value; this counts what it dropped).
---   Runs read from trainer_state.json are left out: that file is rewritten whole at every checkpoint and re-read
---   each time, so all of its values have several versions by design. Versions count the producer's records, not
---   ingests: rows an interrupted ingest wrote twice, or one run read from its file and from the W&B cloud, are
---   one version.
+--   Versions count the producer's records, not ingests: rows an interrupted ingest wrote twice, a trainer_state.json
+--   read again after a checkpoint rewrote it (its entries keep their places), or one run read from its file and
+--   from the W&B cloud, are one version. Evaluation values (`eval_*`, `eval/*`, `test`, `val`) are left out: an
+--   evaluation run again at a step that had one (Trainer.evaluate() after the last step's) is no repeated step.
 -- * a trainer step counter whose value repeats across different W&B steps, with some other key logged at two of
 --   them: the trainer called log twice for one step. A counter is any key named like one (`global_step`, `step`,
 --   `*_step`: train/global_step, benchmark/step, trainer/step; not W&B's own `_step`) whose values are integers that
@@ -30,8 +30,7 @@ with repeated_rows as (  -- on the trainer's steps (trainer_steps), as every met
         max(h.versions) as most
     from history as h
     left join trainer_steps as t on h.run_key = t.run_key and h.step = t.logged_step
-    where h.versions > 1
-        and h.run_key not in (select run_key from runs where coalesce(origin, '') = 'trainer_state')
+    where h.versions > 1 and not regexp_matches(h.key, '^(eval|test|val|validation)[_/]')
     group by h.run_key
 ),
 
