@@ -1208,8 +1208,14 @@ def _tiny_runs(root: Path, logs: Path) -> None:
     # steps again after a restart), then Trainer.evaluate() after the last step's evaluation: an evaluation at a
     # step that had one is no repeated step
     train = [
-        {"loss": 0.1 + 0.01 * s, "reward": 0.4 + 0.01 * s, "grad_norm": 0.2, "learning_rate": 1e-6, "epoch": s / 30,
-         "step": s}
+        {
+            "loss": 0.1 + 0.01 * s,
+            "reward": 0.4 + 0.01 * s,
+            "grad_norm": 0.2,
+            "learning_rate": 1e-6,
+            "epoch": s / 30,
+            "step": s,
+        }
         for s in range(1, 31)
     ]
     evaluations = [{"eval_loss": 0.3, "eval_runtime": runtime, "epoch": 1.0, "step": 30} for runtime in (12.5, 11.9)]

@@ -1860,8 +1860,12 @@ def test_a_log_history_that_holds_steps_twice_keeps_both_records(tmp_path):
     records = {}
     for row in history(lake_root):
         records.setdefault((row[1], row[2]), []).append(row[9])
-    assert {k: len(v) for k, v in records.items() if len(v) > 1} == {(3, "loss"): 2, (3, "epoch"): 2, (4, "loss"): 2,
-                                                                    (4, "epoch"): 2}
+    assert {k: len(v) for k, v in records.items() if len(v) > 1} == {
+        (3, "loss"): 2,
+        (3, "epoch"): 2,
+        (4, "loss"): 2,
+        (4, "epoch"): 2,
+    }
     assert records[(3, "loss")] == [2, 4] and records[(5, "eval_loss")] == [7]
     # rewritten at the next checkpoint with one more step: the same entries at the same offsets
     (run / "trainer_state.json").write_text(
