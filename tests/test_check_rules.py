@@ -1229,6 +1229,13 @@ def _tiny_runs(root: Path, logs: Path) -> None:
             }
         )
     )
+    # verl for AgentGym's CSV: every group of every step scored 0 (group_reward_all_zero_rate 1), no other share of
+    # tied groups logged: the groups are all tied, whatever frac_reward_zero_std would have said
+    (logs.parent / "agentgym").mkdir()
+    (logs.parent / "agentgym" / "allzero.csv").write_text(
+        "step,critic_score_mean,group_reward_all_zero_rate,actor_grad_norm,response_length_mean\n"
+        + "".join(f"{i},0,1.0,0,{900 + 10 * (i % 3)}\n" for i in range(1, 41))
+    )
     # a hand-written trainer's console (MiniMind's print): a flat reward, KL to the reference hovering around 0
     (logs.parent / "minimind").mkdir()
     (logs.parent / "minimind" / "train_grpo.log").write_text(
@@ -1698,6 +1705,15 @@ def test_a_throughput_drop_says_its_unit_and_each_fall_from_the_figures_it_print
     ).groups()
     # the first fifth: 128 trajectories over a median step of 73 s
     assert float(start) == pytest.approx(128 / 73, rel=0.01) and float(end) == pytest.approx(counted["value"], rel=1e-2)
+
+
+def test_groups_that_all_scored_zero_are_tied_groups(tiny):
+    """verl for AgentGym logs the share of groups whose rewards were all 0 and no share of tied groups: the alias seed
+    takes it for frac_reward_zero_std (a lower bound of it), so a run where every group failed has no learning
+    signal, rather than a plateau with vanishing gradients and no cause."""
+    (flag,) = tiny("reward_zero_variance")["allzero"]
+    assert (flag["severity"], flag["step"], flag["metric"]) == ("error", 1, "frac_reward_zero_std"), flag
+    assert tiny("grad_norm_vanishing")["allzero"] == []
 
 
 def test_a_tinker_log_is_read_on_the_canonical_metrics(tiny):
