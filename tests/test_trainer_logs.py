@@ -1601,6 +1601,47 @@ def _progress_table(header: list[str], rows: list[list], value: int, total: int)
     return {"output_type": "display_data", "metadata": {}, "data": data}
 
 
+def test_a_csv_of_several_arms_is_a_run_per_arm(tmp_path):
+    """A public GRPO ablation's curves (memoryoffish/nlp_grpo, grpo_curves.csv): an `arm` column, then each arm's steps
+    from 0. Read as one run, the second arm overwrote the first's values at every step and duplicate_steps called it
+    a restart. A step that starts over on a row whose labels changed begins a run of its own, as a second launch in
+    a console log does, and the rows appended later go on in it; a restart under the same labels stays in its run."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    table = logs / "grpo_curves.csv"
+    rows = [
+        f"{arm},{step},{reward}\n"
+        for arm, base in (("pure-GRPO", 0.1), ("SFT-GRPO", 0.5))
+        for step, reward in ((0, base), (1, round(base + 0.01, 2)), (2, round(base + 0.02, 2)))
+    ]
+    table.write_text("arm,step,critic/score/mean\n" + "".join(rows))
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [logs])
+    assert [n for n in report.notes if "a new training begins" in n] == [
+        f"{table}: a new training begins at byte {len('arm,step,critic/score/mean') + 1 + len(''.join(rows[:3]))}, "
+        "where the step count starts over at 0 after the one before reached 2 and arm changed: read as run "
+        f"'grpo_curves #2' ({run_of(lake_root, 'grpo_curves #2')['run_key']})"
+    ]
+    pure = values_by_step(lake_root, run_of(lake_root, "grpo_curves")["run_key"])
+    sft = values_by_step(lake_root, run_of(lake_root, "grpo_curves #2")["run_key"])
+    assert {s: v["critic/score/mean"][3] for s, v in pure.items()} == {0: 0.1, 1: 0.11, 2: 0.12}
+    assert {s: (v["arm"][5], v["critic/score/mean"][3]) for s, v in sft.items()} == {
+        0: ("SFT-GRPO", 0.5),
+        1: ("SFT-GRPO", 0.51),
+        2: ("SFT-GRPO", 0.52),
+    }
+    with open(table, "a") as fh:
+        fh.write("SFT-GRPO,3,0.53\n")
+    more = trainer_logs.ingest(lake_root, [logs])
+    assert more.runs_touched == [run_of(lake_root, "grpo_curves #2")["run_key"]]
+    assert values_by_step(lake_root, run_of(lake_root, "grpo_curves #2")["run_key"])[3]["critic/score/mean"][3] == 0.53
+
+    restarted = logs / "restarted.csv"
+    restarted.write_text("phase,step,loss\ntrain,0,0.5\ntrain,1,0.4\ntrain,0,0.45\ntrain,1,0.35\n")
+    trainer_logs.ingest(lake_root, [logs])
+    assert [r["name"] for r in runs(lake_root).values() if r["name"].startswith("restarted")] == ["restarted"]
+
+
 def test_a_notebook_is_read_as_its_console_and_its_progress_tables(tmp_path):
     """GRPO runs are often published as the notebook that ran them; one was read as nothing, and named on its own as
     a console log without a metric line. Its cells' printed output is read as the console it was (a dict split over

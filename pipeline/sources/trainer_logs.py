@@ -78,7 +78,10 @@ Formats, and why each is read the way it is:
   is a resume from a checkpoint, the same run.
 - **CSV metric logs** (``*.csv`` whose header names a step column, ``origin = "csv"``; the others are datasets,
   said and not read): a row per step, read line by line from a byte offset as a JSONL log is; the header, the
-  file's first line, is kept in the cursor. pipeline.sources.trainer_log_csv.
+  file's first line, is kept in the cursor. pipeline.sources.trainer_log_csv. A table of several trainings one
+  after the other (an ablation's arms, each from step 0, an ``arm`` or ``run`` column naming it) is a run per
+  training: a step that starts over, as in a console log, on a row whose text cells changed is a new launch. A step
+  that starts over under the same labels stays in the run (a restart, which duplicate_steps reports).
 - **Jupyter notebooks** (``*.ipynb``): read whole each time they are saved (_read_notebook), their printed output
   as a console log (``console_trl``…), their training-progress tables as runs of their own
   (``origin = "notebook_table"``). pipeline.sources.trainer_log_notebooks.
@@ -822,7 +825,15 @@ class TrainerLogIngest:
             self.report.issues.append(FileIssue(str(path), offset, len(raw) + 1, exc.kind, str(exc)))
             return
         if row is not None:
-            self._emit(self._log_run(path, cursor, "csv"), row[0], row[1], offset, row[2])
+            step, ts_us, items = row
+            labels = {k: v for k, v in items.items() if isinstance(v, str)}
+            changed = sorted(k for k, v in labels.items() if (cursor.get("csv_labels") or {}).get(k, v) != v)
+            if changed and _starts_over(cursor["steps"], step):  # the next arm of a table of several (`arm` column)
+                why = f"{_restarted(cursor['steps'], step)} and {', '.join(changed)} changed"
+                self._new_launch(path, offset, cursor, "csv", why)
+            self._emit(self._log_run(path, cursor, "csv"), step, ts_us, offset, items)
+            cursor["steps"] = _advanced(cursor["steps"], step, step)
+            cursor["csv_labels"] = labels
 
     def _read_notebook(self, path: Path, kind: str, size: int, mtime_ns: int, cursor: dict | None) -> dict | None:
         """A Jupyter notebook (pipeline.sources.trainer_log_notebooks), read whole each time it is saved: Jupyter
