@@ -750,6 +750,28 @@ def test_a_kl_that_never_moves_is_no_kl_term_not_a_policy_that_stays_put(tmp_pat
     assert any(g.startswith("KL stayed at or below") for g in tinykl["sections"]["good_bad_ugly"]["good"])
 
 
+def test_a_run_that_logs_no_reward_is_not_given_a_clean_bill(tmp_path):
+    """A notebook's training table of loss alone passes the few rules that can look at it: the verdict stays
+    healthy (nothing was flagged), but the report says its learning was not judged and asks for the reward instead
+    of "no action needed", which a run whose reward was judged still gets."""
+    rng = random.Random(5)
+    write_jsonl(tmp_path / "logs" / "lossonly" / "metrics.jsonl", [{"step": s, "loss": 0.0} for s in range(1, 31)])
+    write_jsonl(
+        tmp_path / "logs" / "rewarded" / "metrics.jsonl",
+        [{"step": s, "loss": 0.0, "reward": 0.2 + s / 100 + rng.gauss(0, 0.01)} for s in range(1, 61)],
+    )
+    env = {"GRPOLENS_HOME": str(tmp_path / "home"), "GRPOLENS_TRAINER_LOGS": str(tmp_path / "logs")}
+    grpolens("refresh", env=env, check=True)
+    settings = Settings(home=tmp_path / "home")
+    bare = report_json(settings, "lossonly")
+    assert bare["verdict"] == "healthy" and bare["findings"] == []
+    assert bare["summary"].endswith("but the run logs no reward: the checks of its learning had nothing to read")
+    assert bare["recommendation"].startswith("Nothing to act on in what was logged. To judge how the run learns")
+    assert "**Verdict: HEALTHY** — no check flagged anything" in Path(bare["files"]["markdown"]).read_text()
+    judged = report_json(settings, "rewarded")
+    assert judged["verdict"] == "healthy" and judged["recommendation"].startswith("No action needed"), judged
+
+
 def test_a_run_short_of_its_end_and_silent_for_days_never_finished_rather_than_is_being_written(tmp_path):
     """A trainer_state.json at step 10 of 20 is state running. Written a minute ago it is still being written; not
     touched for three days (longer than stale_heartbeat's abandoned_hours) it crashed, was stopped or was copied

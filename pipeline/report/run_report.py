@@ -19,6 +19,13 @@ from pipeline.checks import Check, lacking
 from pipeline.report import frames, markdown, sections, story
 
 RUN_KEY_FILE = ".run_key"  # in a report folder: whose report it is, so two runs with one name never share a folder
+# A run that logs no reward (a notebook's table of loss alone) passes every rule that could look at it, which says
+# little of how it learnt: "healthy, no action needed" would read as a clean bill.
+UNJUDGED_SUMMARY = ", but the run logs no reward: the checks of its learning had nothing to read"
+UNJUDGED_RECOMMENDATION = (
+    "Nothing to act on in what was logged. To judge how the run learns, log its reward (and KL, entropy and "
+    "completion length, as TRL and verl do) or map the key that holds it in grpolens.yaml (`aliases:`), and refresh."
+)
 
 
 def folder_name(name: str | None, run_id: str | None) -> str:
@@ -67,11 +74,12 @@ def build(
     }
     root = told.root
     logged = set(data.metrics.get_column("metric").unique().to_list()) if data.metrics.height else set()
+    unjudged = told.verdict == "healthy" and "reward_mean" not in logged
     doc: dict[str, Any] = {
         "run": data.run.get("name"),
         "run_key": run_key,
         "verdict": told.verdict,
-        "summary": _summary(told),
+        "summary": _summary(told) + (UNJUDGED_SUMMARY if unjudged else ""),
         # a run with no reward logged is "healthy" on the few rules that could look at it: say how few
         "rules_applied": [sum(not lacking(rule, logged) for rule in rules), len(rules)],
         "root_cause": {k: root[k] for k in ("check", "severity", "step", "step_end", "transient", "message")}
@@ -97,7 +105,7 @@ def build(
             }
             for f in told.findings
         ],
-        "recommendation": told.recommendation,
+        "recommendation": UNJUDGED_RECOMMENDATION if unjudged else told.recommendation,
         "actions": told.actions,
         "overruled": told.overruled,
         "story_window_steps": told.window,
