@@ -4,7 +4,7 @@
 -- requires: frac_reward_zero_std | reward_std
 -- role: cause
 -- explains: reward_plateau, grad_norm_vanishing, too_conservative
--- advice: prompts do: Use harder prompts (or filter solved ones)
+-- advice: prompts do: Train on prompts the model solves only sometimes (filter those every sample solves or fails)
 -- advice: generations up: Sample more generations per prompt
 -- advice: reward_design do: Use a finer-grained reward
 -- param max_share = 0.5      -- share of zero-variance groups that means little learning signal is left
@@ -76,8 +76,9 @@ select
     mean_share as value,
     $max_share as threshold,
     printf('%s reward groups had zero variance (mean over %d-step windows%s) for %d logged steps from step '
-           || '%d: their advantages are 0 and they teach nothing; use harder prompts (or filter solved ones), more '
-           || 'generations per prompt, or a finer-grained reward',
+           || '%d: their advantages are 0 and they teach nothing; train on prompts the model solves only sometimes '
+           || '(groups tie when every sample is right, or every one wrong), sample more generations per prompt, or '
+           || 'use a finer-grained reward',
            -- every group tied on every step is "all", not "at least 100%"; a share that rounds to 100 is "over 99%"
            case
                when mean_share >= 1 - 1e-9 then 'all'
