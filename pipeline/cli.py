@@ -102,7 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
         "run_key, or a path to a run (W&B run folder, .wandb file, trainer_state.json, "
         "JSONL or console log), which is ingested into the home first.",
     )
-    p.add_argument("run", metavar="RUN", help="run name, run id, run_key, or a path to a run folder or log file")
+    p.add_argument(
+        "run", metavar="RUN", nargs="?", help="run name, run id, run_key, or a path to a run folder or log file"
+    )
+    p.add_argument("--run", dest="run_option", metavar="RUN", help="the same as RUN, as `grpolens check --run` takes")
     p.add_argument(
         "--out", help="folder for report.md, report.json and the plots (default: $GRPOLENS_HOME/reports/<run name>/)"
     )

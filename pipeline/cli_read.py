@@ -17,11 +17,16 @@ def cmd_report(args, settings: Settings) -> int:
     from pipeline import json_output, run_lookup, terminal, warehouse
     from pipeline.report import run_report, tracker
 
-    as_path = Path(args.run).expanduser()
-    if as_path.exists() and ("/" in args.run or as_path.suffix or as_path.is_dir()):
+    if args.run and args.run_option and args.run != args.run_option:
+        raise UserError(f"two runs given, {args.run!r} and --run {args.run_option!r}: a report is of one run")
+    name = args.run or args.run_option
+    if not name:
+        raise UserError("which run? grpolens report RUN (a run name, run id, run_key, or a path to a run)")
+    as_path = Path(name).expanduser()
+    if as_path.exists() and ("/" in name or as_path.suffix or as_path.is_dir()):
         run_key = ingest_path(settings, as_path)
     else:
-        run_key = run_lookup.resolve(settings, args.run)
+        run_key = run_lookup.resolve(settings, name)
     rules = checks_mod.load_checks()
     findings = [row for outcome in checks_mod.check_warehouse(settings, run_key, persist=False) for row in outcome.rows]
     con = warehouse.connect_readonly(settings)

@@ -449,6 +449,11 @@ def test_every_json_output_is_one_strict_document_with_iso_times_and_nulls(refre
     assert isinstance(run["config"], dict) and run["config"]  # a JSON column is JSON, not a string
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?\+00:00", run["created_at"])
     assert parsed["report"]["run"] == "nan-loss-run" and parsed["report"]["verdict"] == "unhealthy"
+    # `--run` as `check --run` takes it
+    flagged = grpolens("report", "--run", "nan-loss-run", "--format", "json", env=env, check=True).stdout
+    assert strict_json(flagged)["verdict"] == "unhealthy"
+    neither = grpolens("report", env=env)
+    assert neither.returncode == 1 and neither.stderr.startswith("grpolens report: which run?"), neither.stderr
     assert {r["run"] for r in parsed["compare"]["runs"]} == {
         "verl-opd-qwen2-3b-stable",
         "unsloth-llama31-8b-grpo-gsm8k",
