@@ -1306,6 +1306,42 @@ def test_a_jsonl_config_record_is_the_runs_config_not_a_skipped_line(tmp_path):
     assert sorted(values_by_step(lake_root, run["run_key"])) == [0, 20] and run["history_rows"] == 2
 
 
+def test_a_jsonl_log_of_several_launches_is_a_run_per_launch(tmp_path):
+    """A custom GRPO loop's training_history.jsonl (jorahn/rookworld-rlvr) holds five runs appended one after the
+    other, each from step 1: read as one run, every step kept its newest value, a series stitched from three runs.
+    A step count that starts over where its launch began is a new launch, as in a console log; one that counts per
+    epoch (the epoch went up as the step went back) and a resume from a checkpoint (back to step 10) stay one run."""
+    logs = tmp_path / "logs"
+    history = logs / "chess" / "training_history.jsonl"
+    write_jsonl(
+        history,
+        [{"step": s, "loss": 0.1 * s} for s in (1, 2, 3)] + [{"step": s, "loss": 1 + 0.1 * s} for s in range(1, 6)],
+    )
+    write_jsonl(
+        logs / "epochs" / "metrics.jsonl", [{"epoch": e, "step": s, "loss": e + s / 10} for e in (1, 2) for s in (1, 2)]
+    )
+    write_jsonl(logs / "resumed" / "metrics.jsonl", [{"step": s, "loss": 0.5} for s in [*range(20), *range(10, 25)]])
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [logs])
+    launched = [n for n in report.notes if "a new training begins" in n]
+    assert len(launched) == 1 and "starts over at 1 after the one before reached 3" in launched[0], report.notes
+    first, second = run_of(lake_root, "chess"), run_of(lake_root, "chess #2")
+    assert {s: v["loss"][3] for s, v in values_by_step(lake_root, first["run_key"]).items()} == {
+        1: 0.1,
+        2: 0.2,
+        3: pytest.approx(0.3),
+    }
+    assert {s: v["loss"][3] for s, v in values_by_step(lake_root, second["run_key"]).items()} == {
+        s: pytest.approx(1 + 0.1 * s) for s in range(1, 6)
+    }
+    names = sorted(r["name"] for r in runs(lake_root).values())
+    assert names == ["chess", "chess #2", "epochs", "resumed"]
+    with open(history, "a") as fh:  # the second launch goes on
+        fh.write(json.dumps({"step": 6, "loss": 1.6}) + "\n")
+    more = trainer_logs.ingest(lake_root, [logs])
+    assert more.runs_touched == [second["run_key"]]
+
+
 def test_jsonl_records_at_one_step_repeat_no_value_and_evaluations_are_eval_series(tmp_path):
     """Records that share a step. A recommender's trainer writes an eval record beside its train record at a step,
     `{"step": 200, "epoch": 1, "eval": true, "ndcg@10": …}`: both carry the epoch, which counted as a second version

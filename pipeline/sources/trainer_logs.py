@@ -29,9 +29,11 @@ Formats, and why each is read the way it is:
   under ``eval/`` (trainer_log_lines.evaluation_values), so they never overwrite the training's at that step. A
   record that repeats a value another record of its step wrote (train and eval records both carry the ``epoch``)
   does not write it again, as a trainer_state.json's entries do not; one that writes a key again with another value
-  (several train records of one step) is a second version, the last one the step's value, as W&B keeps it.
-  ``_timestamp`` (seconds, as W&B writes it) gives
-  the row's time. A stepless record of settings (``{"type": "config", "args": {...}}``,
+  (several train records of one step) is a second version, the last one the step's value, as W&B keeps it. A step
+  count that starts over where its launch began (_starts_over, as in a console log) is a second launch appended to
+  the file (a script run again), a run of its own, unless the record's ``epoch`` went up with it (a count per
+  epoch); a count that goes back less far is a resume, the same run. ``_timestamp`` (seconds, as W&B writes it)
+  gives the row's time. A stepless record of settings (``{"type": "config", "args": {...}}``,
   trainer_log_lines.config_record) is the run's config. A bad line is skipped and reported (``bad_line``/``no_step``
   with its byte offset), never fatal; a read of a log none of whose records has a step is one ``no_step`` issue
   naming the keys that look like one.
@@ -794,6 +796,14 @@ class TrainerLogIngest:
             return
         if row is not None:
             step, ts_us, items = row
+            epoch = items.get("epoch") if isinstance(items.get("epoch"), (int, float)) else None
+            # a step count that starts over where its launch began: a second launch appended to the file, unless the
+            # epoch went up with it (a trainer that counts its steps per epoch)
+            if _starts_over(cursor["steps"], step) and not (epoch is not None and epoch > cursor.get("epoch", epoch)):
+                self._new_launch(path, offset, cursor, "jsonl", _restarted(cursor["steps"], step))
+            cursor["steps"] = _advanced(cursor["steps"], step, step)
+            if epoch is not None:
+                cursor["epoch"] = epoch
             if ts_us is None and isinstance(items.get("_timestamp"), (int, float)):
                 self.report.issues.append(
                     FileIssue(
@@ -916,7 +926,7 @@ class TrainerLogIngest:
         finished on its own. The cursor keeps the earlier launches' runs (``launches``), so a later ingest carries
         on in this one and a restart goes back to the first."""
         cursor["launches"] = [*(cursor.get("launches") or []), cursor["run_key"]]
-        cursor.update(run_key=None, ordinal=0, bar=None, kv=None, steps=None)
+        cursor.update(run_key=None, ordinal=0, bar=None, kv=None, steps=None, at_step=None)
         info = self._log_run(path, cursor, origin)
         self.report.notes.append(
             f"{path}: a new training begins at byte {offset}, {why}: read as run {info.name!r} ({info.run_key})"
