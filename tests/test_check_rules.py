@@ -1236,6 +1236,31 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         "step,critic_score_mean,group_reward_all_zero_rate,actor_grad_norm,response_length_mean\n"
         + "".join(f"{i},0,1.0,0,{900 + 10 * (i % 3)}\n" for i in range(1, 41))
     )
+    # SkyRL's metrics (its W&B keys, here as a JSONL log): policy/*, reward/*, generate/*, timing/*
+    write_jsonl(
+        logs.parent / "skyrl-gsm8k" / "metrics.jsonl",
+        [
+            {
+                "trainer/global_step": i,
+                "reward/avg_raw_reward": 0.3 + 0.01 * i,
+                "reward/avg_pass_at_4": 0.5,
+                "policy/policy_kl": 0.001 * i,
+                "policy/policy_entropy": 0.9,
+                "policy/raw_grad_norm": 0.4,
+                "policy/ppo_clip_ratio": 0.001,
+                "policy/policy_lr": 1e-6,
+                "policy/policy_loss": 0.01,
+                "generate/avg_num_tokens": 300.0,
+                "generate/max_num_tokens": 1024.0,
+                "generate/min_num_tokens": 20.0,
+                "timing/step": 100.0,
+                "timing/generate": 60.0,
+                "timing/policy_train": 30.0,
+                "timing/sync_weights": 5.0,
+            }
+            for i in range(1, 21)
+        ],
+    )
     # a hand-written trainer's console (MiniMind's print): a flat reward, KL to the reference hovering around 0
     (logs.parent / "minimind").mkdir()
     (logs.parent / "minimind" / "train_grpo.log").write_text(
@@ -1714,6 +1739,34 @@ def test_groups_that_all_scored_zero_are_tied_groups(tiny):
     (flag,) = tiny("reward_zero_variance")["allzero"]
     assert (flag["severity"], flag["step"], flag["metric"]) == ("error", 1, "frac_reward_zero_std"), flag
     assert tiny("grad_norm_vanishing")["allzero"] == []
+
+
+def test_a_skyrl_log_is_read_on_the_canonical_metrics(tiny):
+    """SkyRL's keys (policy/policy_kl, reward/avg_raw_reward, generate/avg_num_tokens, timing/generate, ...) map onto
+    the canonical metrics: a SkyRL run was judged on its step time alone, and called healthy with no reward."""
+    (run_key,) = tiny.con.sql("select run_key from runs where name = 'skyrl-gsm8k'").fetchone()
+    metrics = dict(
+        tiny.con.execute("select metric, count(*) from metrics where run_key = ? group by metric", [run_key]).fetchall()
+    )
+    assert metrics == {
+        m: 20
+        for m in (
+            "reward_mean",
+            "kl",
+            "entropy",
+            "grad_norm",
+            "clip_fraction",
+            "learning_rate",
+            "loss",
+            "response_length_mean",
+            "response_length_max",
+            "response_length_min",
+            "step_time_s",
+            "phase_gen_s",
+            "phase_update_actor_s",
+            "phase_sync_weights_s",
+        )
+    }
 
 
 def test_a_tinker_log_is_read_on_the_canonical_metrics(tiny):
