@@ -98,8 +98,11 @@ where isfinite(value)
 -- as a spike though it stayed a hundred times below the ordinary steps around it (a real ms-swift run); against
 -- ordinary steps alone, a run tied at nearly every step would have no baseline, and one that has just started to
 -- solve every prompt none of its own. The level told is the higher baseline's, so the ratio is the smaller one.
+-- A frame with values below 0 (a signed estimate: KL's k1 goes below 0, so its log level is 1e-9 and any positive
+-- value would be a spike by the log criteria) also needs the value `mad_factor` robust standard deviations of the
+-- values themselves above their median: a k1 KL swinging from -0.6 to 0.3 is noise (a real custom trainer's log).
 -- Consecutive spiking steps are one episode: run_key, onset, step_end, steps, worst (largest value), ratio (largest
--- value / level), level (the baseline level at the onset).
+-- value / level), level (the baseline level at the onset), linear_level (the median of the values around it).
 create or replace temp macro log_spikes(metric_name, window_steps, centered, mad_factor, min_spread, min_ratio,
                                         min_baseline, min_value := 0, positive_only := true,
                                         skip_tied := false, beyond_max := 0) as table
@@ -158,7 +161,9 @@ tied_candidates as (
 
 frames as (  -- each candidate with the log values of its frame among its own population, and a tied one's among
     -- the ordinary steps
-    select c.run_key, c.is_tied, c.step, c.idx, c.value, c.log_value, false as ordinary, s.log_value as frame_log_value
+    select
+        c.run_key, c.is_tied, c.step, c.idx, c.value, c.log_value, false as ordinary, s.log_value as frame_log_value,
+        s.value as frame_value
     from candidates as c
     join series as s
         on c.run_key = s.run_key and c.is_tied = s.is_tied
@@ -167,7 +172,9 @@ frames as (  -- each candidate with the log values of its frame among its own po
 
     union all
 
-    select c.run_key, c.is_tied, c.step, c.idx, c.value, c.log_value, true as ordinary, s.log_value as frame_log_value
+    select
+        c.run_key, c.is_tied, c.step, c.idx, c.value, c.log_value, true as ordinary, s.log_value as frame_log_value,
+        s.value as frame_value
     from tied_candidates as c
     join series as s
         on c.run_key = s.run_key and not s.is_tied
@@ -181,7 +188,10 @@ baselines as (
         exp(median(frame_log_value)) as level,
         median(frame_log_value) as log_level,
         1.4826 * mad(frame_log_value) as spread,
-        max(frame_log_value) as max_log
+        max(frame_log_value) as max_log,
+        median(frame_value) as linear_level,
+        1.4826 * mad(frame_value) as linear_spread,
+        min(frame_value) as frame_min
     from frames
     group by all
     having count(*) >= min_baseline
@@ -199,7 +209,11 @@ judged as (
             value >= min_ratio * level
             and (log_value > log_level + mad_factor * greatest(spread, min_spread)
                 or (beyond_max > 0 and log_value >= max_log + ln(greatest(beyond_max, 1e-9))))
-        ) as spiked
+            -- a frame holding values below 0 is a signed estimate (KL's k1, around 0 and below it): its noise is
+            -- additive and its log level 1e-9, so it is judged on the values themselves
+            and (frame_min >= 0 or value > linear_level + mad_factor * greatest(linear_spread, 1e-12))
+        ) as spiked,
+        min(linear_level) as linear_level
     from baselines
     group by run_key, is_tied, step, idx, value
 ),
@@ -217,7 +231,8 @@ select
     count(*) as steps,
     max(value) as worst,
     max(value / level) as ratio,
-    arg_min(level, step) as level
+    arg_min(level, step) as level,
+    arg_min(linear_level, step) as linear_level
 from spikes
 group by run_key, is_tied, episode;
 

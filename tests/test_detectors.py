@@ -4,6 +4,7 @@ ones (most points candidates), spikes planted, zeros and negative values include
 
 from __future__ import annotations
 
+import math
 import random
 
 import duckdb
@@ -12,7 +13,8 @@ import pytest
 
 from pipeline.checks import DETECTORS
 
-# log_spikes as first written: the median and MAD of every point's frame, as window aggregates.
+# log_spikes as first written: the median and MAD of every point's frame, as window aggregates (and, for a frame
+# with values below 0, those of the values themselves).
 REFERENCE_LOG_SPIKES = """
 with series as (
     select run_key, step, value, ln(greatest(value, 1e-9)) as log_value,
@@ -25,7 +27,10 @@ baselines as (
         exp(median(log_value) over baseline) as level,
         median(log_value) over baseline as log_level,
         1.4826 * mad(log_value) over baseline as spread,
-        count(*) over baseline as base_n
+        count(*) over baseline as base_n,
+        median(value) over baseline as linear_level,
+        1.4826 * mad(value) over baseline as linear_spread,
+        min(value) over baseline as frame_min
     from series
     window baseline as (
         partition by run_key order by step
@@ -37,6 +42,7 @@ spikes as (
     from baselines
     where base_n >= $min_baseline and value > $min_value and value >= $min_ratio * level
         and log_value > log_level + $mad_factor * greatest(spread, $min_spread)
+        and (frame_min >= 0 or value > linear_level + $mad_factor * greatest(linear_spread, 1e-12))
 )
 select run_key, min(step), max(step), count(*), max(value), max(value / level), arg_min(level, step)
 from spikes group by run_key, episode order by all
@@ -100,3 +106,22 @@ def test_log_spikes_flags_what_its_plain_definition_flags(
     assert len(expected) > 0  # the case flags something
     assert [r[:4] for r in got] == [r[:4] for r in expected]  # run, onset, end, steps
     assert [r[4:] for r in got] == [pytest.approx(r[4:], rel=1e-12) for r in expected]  # worst, ratio, level
+
+
+def test_a_signed_kl_estimate_is_judged_on_its_values_not_its_floored_logs():
+    """A k1 KL estimate swings around 0 and below it (a real custom trainer's kl_div: -0.6 to 0.3 most steps): its
+    log level is the 1e-9 floor, so any value past kl_spike's 0.2 read as a spike a hundred million times its level.
+    A frame with values below 0 needs the value beyond the values' own spread too: the noise peak at step 50 is not
+    a spike, the jump to 3.0 at step 150 is."""
+    con = duckdb.connect()
+    values = [0.28 * math.sin(1.7 * i) - 0.1 for i in range(200)]
+    values[50], values[150] = 0.25, 3.0
+    con.execute("create table metrics (run_key varchar, step bigint, metric varchar, value double)")
+    con.executemany("insert into metrics values ('k1', ?, 'kl', ?)", list(enumerate(values)))
+    con.execute(DETECTORS.read_text(encoding="utf-8"))
+    found = con.execute(
+        "select onset, worst, level, linear_level from log_spikes('kl', 10, true, 3, 0.1, 3, 5, min_value := 0.2, "
+        "positive_only := false)"
+    ).fetchall()
+    assert [(onset, worst) for onset, worst, _, _ in found] == [(150, 3.0)]
+    assert found[0][2] == pytest.approx(1e-9) and -0.2 < found[0][3] < 0.1  # the log level floored; the values'

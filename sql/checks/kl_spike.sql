@@ -24,8 +24,11 @@ select
     'kl' as metric,
     worst as value,
     level * $min_ratio as threshold,
-    printf('KL spiked to %.3g at step %d, %.0fx its level of %.3g around that step; lower the learning rate or '
-           || 'raise the KL penalty, and look for a bad batch at that step', worst, onset,
-           worst / greatest(level, 1e-9), level) as message
+    printf('KL spiked to %.3g at step %d, %s around that step; lower the learning rate or raise the KL penalty, and '
+           || 'look for a bad batch at that step', worst, onset,
+           case
+               when level > 1e-8 then printf('%.0fx its level of %.3g', worst / level, level)
+               else printf('against a level of %.3g (an estimate that goes below 0)', linear_level)
+           end) as message
 from log_spikes('kl', $window, true, $mad_factor, 0.1, $min_ratio, $min_baseline, min_value := $min_kl,
                 positive_only := false)
