@@ -86,13 +86,13 @@ def test_a_refresh_of_trainer_logs_does_not_load_wandb(tmp_path):
 def test_everything_under_real_runs_ingests_then_nothing_new_costs_nothing(tmp_path):
     lake_root = tmp_path / "lake"
     first = trainer_logs.ingest(lake_root, [REAL_RUNS])
-    # the W&B run file is the one file not read that is said (its folder's media and summaries are W&B's own)
+    # the W&B run file is the one file not read that is said (its folder's media, summaries and console are W&B's
+    # own: read here, its files/output.log was a second run of the same training)
     assert first.changed and [(Path(i.path).suffix, i.kind) for i in first.issues] == [(".wandb", "not_read")]
     found = {(r["origin"], r["project"], r["name"]) for r in runs(lake_root).values()}
     assert found == {
         ("trainer_state", "real-runs", "unsloth-llama31-8b-grpo-gsm8k"),
         ("console_verl", "real-runs", "verl-opd-qwen2-3b-stable"),
-        ("console_verl", "wandb-binary-verl-opd-qwen2-3b-lengthcollapse", "run-20251130_144822-gjvwlq13"),
         ("jsonl", "wandb-binary-verl-opd-qwen2-3b-lengthcollapse", "history_decoded"),
         ("console_trl", "issue-snippets-trl-grpo-ppo", "hongbomiao_pr37684_trl_ppo"),
         ("console_trl", "issue-snippets-trl-grpo-ppo", "open-r1_issue239"),

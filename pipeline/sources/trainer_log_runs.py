@@ -220,8 +220,10 @@ def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None, lake
     meets it): a file of a format not read, a JSON without a log_history, a CSV without a step column, a console log
     beside its run's trainer_state.json, a link to nothing, a special file, a folder that cannot be searched. Left
     unsaid: files inside checkpoint folders, hidden ones, a model's, tokenizer's, code and prose files
-    (``_not_read``), and what a W&B run folder holds besides its ``.wandb`` file (media, summaries: the W&B
-    source's; its ``files/output.log`` is read here).
+    (``_not_read``), and what a W&B run folder holds besides its ``.wandb`` file (media, summaries, its console
+    ``files/output.log``: the W&B source's, whose ``.wandb`` file holds the run; read here too, the console made a
+    second run of the same training). A W&B run folder without its ``.wandb`` file (a repository that committed the
+    console alone) is searched as any folder, and a file named as a root is read wherever it is.
     """
     logs: dict[str, str] = {}
     snapshots: dict[str, set[str]] = {}
@@ -235,10 +237,12 @@ def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None, lake
     def add(full: Path, named: bool = False, wandb: bool = False) -> None:
         kind = _kind(full.name)
         lower = full.name.lower()
+        if wandb and not lower.endswith(".wandb"):
+            return  # a W&B run's own files: its .wandb file holds the run, its console and summaries say it again
         json_file = kind is None and lower.endswith(".json") and lower not in NOT_STATES
         if kind is None and not named and not json_file:
             why = _not_read(full.name)
-            if why is not None and (not wandb or lower.endswith(".wandb")) and files.regular(full, special, True):
+            if why is not None and files.regular(full, special, True):
                 skip(full, "not_read", why)
             return
         if not files.regular(full, special, follow=True):
@@ -246,8 +250,7 @@ def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None, lake
         if json_file and _holds_log_history(full):
             kind = "trainer_state"
         elif kind is None and not named:
-            if not wandb:
-                skip(full, "not_read", "a JSON file without a log_history (a config, results, a dataset): not read")
+            skip(full, "not_read", "a JSON file without a log_history (a config, results, a dataset): not read")
             return
         if kind == "csv" and not _csv_log(full):
             step_fields = ", ".join(CSV_STEP_FIELDS)
