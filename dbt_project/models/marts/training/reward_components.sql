@@ -20,7 +20,8 @@
 --   last_nonzero_share = how often it still fired over the last third (0: it stopped)
 -- A function logged with the total's value at every step beside other functions (a trainer whose reward_weights
 -- let one aggregate function drive the training, the others logged for diagnosis) is the total itself: it has no
--- row, or the parts would add up to twice the reward. A run's only function is its reward, and keeps its row.
+-- row, or the parts would add up to twice the reward. A run's only function is its reward, and keeps its row, as
+-- does one beside functions that never fired (gave 0 at every step): it is the whole reward because they are 0.
 -- `is_task` marks components that score the task (correctness, accuracy, answers, numbers, ...), `is_form` those
 -- that score its form (format, XML tags, length, language): the vars `task_component_pattern` and
 -- `form_component_pattern`. A component named for neither (`tool_use_reward_fn`) is neither.
@@ -78,10 +79,25 @@ totals_as_components as (  -- a function whose value is the total's at every ste
     having bool_and(abs(p.value - p.total) <= 1e-9 * greatest(1, abs(p.total)))
 ),
 
+firing as (
+    select run_key, component
+    from paired_with_totals
+    group by run_key, component
+    having bool_or(abs(value) > 1e-12)
+),
+
+-- ... when another function of the run fired: beside functions that gave 0 at every step (an accuracy no answer
+-- ever earned) the one that carries the whole reward is a part of it, the part that matters
+totals_beside_parts as (
+    select distinct t.run_key, t.component
+    from totals_as_components as t
+    join firing as f on t.run_key = f.run_key and t.component <> f.component
+),
+
 paired as (
     select p.*
     from paired_with_totals as p
-    anti join totals_as_components using (run_key, component)
+    anti join totals_beside_parts using (run_key, component)
 ),
 
 stats as (
