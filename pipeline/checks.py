@@ -343,7 +343,10 @@ def _past_bar(episodes: list[dict]) -> dict[int, float]:
 
 
 def span(row: dict) -> str:
-    """A flag's steps as the tables show them: `205` (one step), `38-39`, `41+` (not over when last logged)."""
+    """A flag's steps as the tables show them: `205` (one step), `38-39`, `41+` (not over when last logged), `whole
+    run` (a finding with no onset step)."""
+    if row["step"] is None:
+        return "whole run"
     if row["step_end"] is None:
         return f"{row['step']}+"
     return str(row["step"]) if row["step_end"] == row["step"] else f"{row['step']}-{row['step_end']}"

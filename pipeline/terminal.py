@@ -159,7 +159,7 @@ def check_table(rows: list[dict], labels: dict[str, str], room: int | None, colo
             where = f"dataset {row['dataset']}  {checks_mod.hours(row)}"
             where = cut_middle(where, max(12, room - len(lead))) if room else where
         else:
-            steps = f"step {checks_mod.span(row)}"
+            steps = "whole run" if row["step"] is None else f"step {checks_mod.span(row)}"
             fits = min(column, max(12, room - len(lead) - len(steps) - 2)) if room else column
             where = f"{cut_middle(labels.get(row['run_key']) or row['run_key'], fits):<{fits}}  {steps}"
         lines.append(paint(lead[:5], row["severity"], colour) + lead[5:] + where)

@@ -74,12 +74,15 @@ def test_a_flags_steps_read_as_one_step_a_range_or_still_going():
         }
 
     assert [span(flag(205, 205)), span(flag(34, 123)), span(flag(41, None))] == ["205", "34-123", "41+"]
+    assert span(flag(None, None)) == "whole run"  # a finding with no onset step, not "None+"
     lines = terminal.check_table([flag(205, 205), flag(34, 123), flag(41, None)], {"k": "run"}, None, False)
     assert [line.split("run")[-1].strip() for line in lines if line.startswith("ERROR")] == [
         "step 205",
         "step 34-123",
         "step 41+",
     ]
+    (whole,) = [line for line in terminal.check_table([flag(None, None)], {"k": "r1"}, None, False) if "ERROR" in line]
+    assert whole.rstrip().endswith("r1  whole run"), whole
 
 
 def test_colour_only_on_a_terminal_without_no_color(monkeypatch):
