@@ -799,8 +799,8 @@ class TrainerLogIngest:
             epoch = items.get("epoch") if isinstance(items.get("epoch"), (int, float)) else None
             # a step count that starts over where its launch began: a second launch appended to the file, unless the
             # epoch went up with it (a trainer that counts its steps per epoch)
-            if _starts_over(cursor["steps"], step) and not (epoch is not None and epoch > cursor.get("epoch", epoch)):
-                self._new_launch(path, offset, cursor, "jsonl", _restarted(cursor["steps"], step))
+            if not (epoch is not None and epoch > cursor.get("epoch", epoch)):
+                self._launch_boundary(path, offset, cursor, "jsonl", step)
             cursor["steps"] = _advanced(cursor["steps"], step, step)
             if epoch is not None:
                 cursor["epoch"] = epoch
@@ -838,9 +838,8 @@ class TrainerLogIngest:
             step, ts_us, items = row
             labels = {k: v for k, v in items.items() if isinstance(v, str)}
             changed = sorted(k for k, v in labels.items() if (cursor.get("csv_labels") or {}).get(k, v) != v)
-            if changed and _starts_over(cursor["steps"], step):  # the next arm of a table of several (`arm` column)
-                why = f"{_restarted(cursor['steps'], step)} and {', '.join(changed)} changed"
-                self._new_launch(path, offset, cursor, "csv", why)
+            if changed:  # the next arm of a table of several (`arm` column)
+                self._launch_boundary(path, offset, cursor, "csv", step, f"{', '.join(changed)} changed")
             self._emit(self._log_run(path, cursor, "csv"), step, ts_us, offset, items)
             cursor["steps"] = _advanced(cursor["steps"], step, step)
             cursor["csv_labels"] = labels
@@ -918,6 +917,17 @@ class TrainerLogIngest:
             info.config["step_source"] = "ordinal"
         self._emit(info, step, None, offset, values)
 
+    def _launch_boundary(self, path: Path, offset: int, cursor: dict, origin: str, step: int, also: str = "") -> bool:
+        """Whether the line at ``offset``, numbered ``step`` as printed, begins a new launch because its step count
+        starts over (_starts_over), and if so the new launch (_new_launch); ``also`` says what else marked it. Each
+        format decides first whether a count going back can mean a new launch at all (a JSONL epoch that went up, a
+        CSV label that changed, a count printed per epoch)."""
+        if not _starts_over(cursor["steps"], step):
+            return False
+        why = f"where the step count starts over at {step} after the one before reached {cursor['steps'][1]}"
+        self._new_launch(path, offset, cursor, origin, f"{why} and {also}" if also else why)
+        return True
+
     def _new_launch(self, path: Path, offset: int, cursor: dict, origin: str, why: str) -> None:
         """A training that starts after the end of the one before in the same console log: a second ``python
         train.py`` appended to the file (``tee -a``, a shell's capture, a driver that runs an ablation's arms one
@@ -969,8 +979,7 @@ class TrainerLogIngest:
             parsed = verl_line(line, cut=len(whole) >= CONSOLE_CUT)
             if parsed is not None and parsed[1]:
                 cursor["format"] = "console_verl"
-                if _starts_over(cursor["steps"], parsed[0]):
-                    self._new_launch(path, offset, cursor, "console_verl", _restarted(cursor["steps"], parsed[0]))
+                self._launch_boundary(path, offset, cursor, "console_verl", parsed[0])
                 self._emit(self._log_run(path, cursor, "console_verl"), parsed[0], None, offset, parsed[1])
                 cursor["steps"] = _advanced(cursor["steps"], parsed[0], parsed[0])
         elif fmt in (None, "console_trl") and line.startswith("{"):
@@ -994,8 +1003,7 @@ class TrainerLogIngest:
                 return  # not a metric line, or one of another kind than the file's first (a progress line)
             # a count printed per epoch starts over in every epoch but the first: only there is it a fresh start
             first_epoch = pairs.epoch is None or pairs.epoch <= state.get("first_epoch", pairs.epoch)
-            if first_epoch and _starts_over(cursor["steps"], pairs.step):
-                self._new_launch(path, offset, cursor, "console_kv", _restarted(cursor["steps"], pairs.step))
+            if first_epoch and self._launch_boundary(path, offset, cursor, "console_kv", pairs.step):
                 state = {}
             cursor["format"] = "console_kv"
             cursor["kv"] = state
@@ -1138,10 +1146,6 @@ def _starts_over(steps: list | None, step: int) -> bool:
         return False
     first = steps[0] if steps[0] is not None else 1
     return step < steps[1] and step <= max(first, 1)
-
-
-def _restarted(steps: list, step: int) -> str:
-    return f"where the step count starts over at {step} after the one before reached {steps[1]}"
 
 
 def _advanced(steps: list | None, printed: int, step: int) -> list:
