@@ -1116,6 +1116,23 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="lowstart",
         name="lowstart",
     )
+    # the reward climbs 0.2 -> 0.6 over 100 steps, then sits flat for 200 while the grad norm is 0: its groups still
+    # differ (reward_std 0.3), so nothing explains the missing update; the twin's groups all tie from step 100 on (a
+    # saturated task, whose GRPO advantages are all 0)
+    for name, tied_std in (("frozen", 0.3), ("tiedflat", 0.0)):
+        write_run(
+            root,
+            [
+                {
+                    "train/reward": (0.2 + 0.004 * i if i < 100 else 0.6) + 0.02 * math.sin(1.7 * i),
+                    "train/grad_norm": 0.3 + 0.05 * math.sin(i) if i < 100 else 0.0,
+                    "train/reward_std": 0.3 if i < 100 else tied_std,
+                }
+                for i in range(300)
+            ],
+            run_id=f"{name}01",
+            name=name,
+        )
     # 300 steps that gain 4%: significant on a log this dense, and still no learning
     write_run(
         root,
@@ -1655,6 +1672,22 @@ def test_a_reward_saturated_within_its_first_tenth_converged(tiny):
     assert saturated["severity"] == "info" and "converged: it rose from 0.801" in saturated["message"], saturated
     (low,) = plateau["lowstart"]
     assert low["severity"] == "warn" and "did not clearly improve" in low["message"], low  # 0.492 -> 0.5
+
+
+def test_a_plateau_without_updates_is_a_stall(tiny):
+    """A reward that rose and then went flat converged, as far as the reward tells; flat while the grad norm is 0 and
+    the groups still differ, the policy stopped being updated: a stall (warn), whatever it had gained before. Groups
+    that all tie explain a zero gradient (GRPO's advantages are 0): that plateau converged."""
+    plateau = tiny("reward_plateau")
+    (stalled,) = plateau["frozen"]
+    assert stalled["severity"] == "warn" and stalled["message"].startswith("reward stalled: it rose from 0.2"), stalled
+    assert 90 <= stalled["step"] <= 110 and re.search(
+        r"grad norm below 0.0001 on \d+ of its \d+ logged", stalled["message"]
+    )
+    (tied,) = plateau["tiedflat"]
+    assert tied["severity"] == "info" and tied["message"].startswith("reward converged"), tied
+    (converged,) = tiny("reward_plateau", {"frozen_share": 1.01})["frozen"]
+    assert converged["severity"] == "info" and converged["step"] == stalled["step"]
 
 
 def test_stale_heartbeat_by_age(tiny):

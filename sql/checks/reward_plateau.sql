@@ -1,4 +1,5 @@
--- reward_plateau: the reward never improved (warn), or rose and has been flat since (info: converged).
+-- reward_plateau: the reward never improved (warn), or rose and has been flat since (info: converged; warn: stalled,
+-- when the policy got no update on it).
 -- severity: warn
 -- reads: metrics
 -- requires: reward_mean
@@ -26,6 +27,10 @@
 --                               the first tenth (0.68 to 1.0 in four steps, then 0.998 +- 0.004) has a first tenth
 --                               already near the top; noise and warm-up make a run's first steps lower by a
 --                               standard deviation or two, and a plateau's by no more
+-- param no_update = 0.0001    -- a plateau after a rise on whose logged steps the grad norm was below this (as
+--                               grad_norm_vanishing's floor) ...
+-- param frozen_share = 0.5   -- ... on at least this share of them, leaving out steps whose groups all tied, stalled
+--                               (warn): the policy stopped being updated, it did not converge
 -- param max_fall = 0.25      -- a last third below the first tenth by more than this share (and significantly) fell:
 --                               reward_collapse's; a smaller fall, a run that sagged from a lucky start, never improved
 -- The reward is reward_mean (Diplomacy benchmark/reward_mean, TRL reward, verl critic/score/mean).
@@ -39,7 +44,10 @@
 --   before a late rise is not where the run converged); the message states the gain. A rise that stops is
 --   convergence as far as the reward alone can tell: telling a stall "far below where its trend was heading" from
 --   it took shape rules that fired on level shifts and noisy saturation in runs nobody here wrote; the causes
---   (entropy collapse, zero-variance groups, a KL penalty too strong) are what other checks flag. Flat windows
+--   (entropy collapse, zero-variance groups, a KL penalty too strong) are what other checks flag. One cause is
+--   read here, as it says the plateau is no convergence at all: a flat reward while the policy got no update
+--   (params no_update, frozen_share; steps whose groups all tied are left out, as a saturated task ties them) is a
+--   stall (warn). Flat windows
 --   less than half a window apart are one plateau; step_end is set when the reward rose (or fell) again.
 with reward as (
     select
@@ -165,6 +173,22 @@ onsets as (
     from plateaus as p
 ),
 
+-- the plateaus' logged grad norms, and those too small for an update its groups' ties do not explain
+frozen as (
+    select
+        o.run_key,
+        o.plateau,
+        count(*) as grad_k,
+        count(*) filter (where m.value < $no_update and t.step is null) as frozen_k,
+        count(*) filter (where t.step is null) as untied_k
+    from onsets as o
+    join metrics as m
+        on o.run_key = m.run_key and m.metric = 'grad_norm' and isfinite(m.value)
+        and m.step between o.onset and o.last_step
+    left join tied_steps() as t on m.run_key = t.run_key and m.step = t.step
+    group by o.run_key, o.plateau
+),
+
 thirds as (
     select
         run_key,
@@ -242,14 +266,22 @@ union all by name
 select
     o.run_key,
     'reward_plateau' as check_name,
-    'info' as severity,
+    case when f.frozen_k >= $frozen_share * f.untied_k and f.frozen_k > 0 then 'warn' else 'info' end as severity,
     o.onset as step,
     case when o.last_idx < o.n then o.last_step end as step_end,
     'reward_mean' as metric,
     o.level as value,
     $t_flat as threshold,
-    printf('reward converged: it rose from %.3g to about %.3g and has been flat since step %d (no significant '
-           || 'trend over %d logged steps, t = %.1f)', g.rose_from, o.level, o.onset, o.w, o.t) as message
+    case
+        when f.frozen_k >= $frozen_share * f.untied_k and f.frozen_k > 0
+            then printf('reward stalled: it rose from %.3g to about %.3g and has been flat since step %d while the '
+                        || 'policy got no update (grad norm below %g on %d of its %d logged steps, their groups '
+                        || 'not all tied); check that the loss depends on the policy and that the learning rate is '
+                        || 'not zero', g.rose_from, o.level, o.onset, $no_update, f.frozen_k, f.grad_k)
+        else printf('reward converged: it rose from %.3g to about %.3g and has been flat since step %d (no '
+                    || 'significant trend over %d logged steps, t = %.1f)', g.rose_from, o.level, o.onset, o.w, o.t)
+    end as message
 from onsets as o
 join gains as g using (run_key)
+left join frozen as f on o.run_key = f.run_key and o.plateau = f.plateau
 where g.rose and o.level > g.rose_from
