@@ -2012,6 +2012,28 @@ def test_hand_written_key_value_lines_with_a_step(tmp_path):
     assert ppo[40]["mean_reward"][3] == -0.8989
 
 
+def test_a_step_line_with_pipes_and_equals_signs_is_no_verl_line(tmp_path):
+    """A custom trainer (PyTorch Monarch's GRPO example) prints ``step:0 | policy_loss=-0.0005 | kl_divergence=…``:
+    it starts as verl's lines do, but holds no ``key:value`` pair between `` - ``. Read as a verl line it gave
+    nothing and the file was "no metric line"; it is a line of ``key=value`` pairs with its step."""
+    log = tmp_path / "monarch" / "training.log"
+    log.parent.mkdir()
+    log.write_text(
+        "Training: 7473 problems, 32 prompts/step, 233 steps/epoch, 233 total steps\n"
+        "step:0 | policy_loss=-0.0005 | kl_divergence=0.0006 | mean_reward=0.1406 | grad_norm=90.7500 | epoch=0\n"
+        "step:1 | policy_loss=0.0012 | kl_divergence=0.0032 | mean_reward=0.1172 | grad_norm=15.5977 | epoch=0\n"
+        "step:2 | policy_loss=0.0003 | kl_divergence=36.3034 | mean_reward=0.2656 | grad_norm=9.1289 | epoch=0\n"
+    )
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [log.parent])
+    assert report.issues == [] and report.notes == []
+    run = run_of(lake_root, "monarch")
+    got = values_by_step(lake_root, run["run_key"])
+    assert run["origin"] == "console_kv" and sorted(got) == [0, 1, 2]
+    assert set(got[0]) == {"policy_loss", "kl_divergence", "mean_reward", "grad_norm", "epoch"}
+    assert got[2]["kl_divergence"][3] == 36.3034
+
+
 def test_a_pair_alone_in_parentheses_after_a_value_is_a_statistic_of_it(tmp_path):
     """`reward=0.300 (std=0.459)`: the spread is the reward's, `reward_std` (the alias seed's reward_std), not a bare
     `std` that no alias can map without guessing whose it is. Parentheses holding more than one pair, or none, name

@@ -975,13 +975,12 @@ class TrainerLogIngest:
                 return
             self._dict_not_read(path, pending, "the line after it does not complete it", cursor)
             fmt = cursor["format"]  # a metric dict, even one not read, made the file a console_trl log
-        if fmt in (None, "console_verl") and line.startswith("step:"):
-            parsed = verl_line(line, cut=len(whole) >= CONSOLE_CUT)
-            if parsed is not None and parsed[1]:
-                cursor["format"] = "console_verl"
-                self._launch_boundary(path, offset, cursor, "console_verl", parsed[0])
-                self._emit(self._log_run(path, cursor, "console_verl"), parsed[0], None, offset, parsed[1])
-                cursor["steps"] = _advanced(cursor["steps"], parsed[0], parsed[0])
+        verl = line.startswith("step:") and fmt in (None, "console_verl")
+        if verl and (parsed := verl_line(line, cut=len(whole) >= CONSOLE_CUT)) is not None and parsed[1]:
+            cursor["format"] = "console_verl"
+            self._launch_boundary(path, offset, cursor, "console_verl", parsed[0])
+            self._emit(self._log_run(path, cursor, "console_verl"), parsed[0], None, offset, parsed[1])
+            cursor["steps"] = _advanced(cursor["steps"], parsed[0], parsed[0])
         elif fmt in (None, "console_trl") and line.startswith("{"):
             before = whole[: whole.rfind("\r")] if "\r" in whole else ""
             values = dict_line(line.rstrip())
@@ -992,7 +991,7 @@ class TrainerLogIngest:
             self._console_dict(path, offset, values, cursor, before)
         elif fmt in (None, "console_trl") and "{" in whole and (found := embedded_dict(whole)) is not None:
             self._console_dict(path, offset, found[1], cursor, found[0])
-        elif fmt in (None, "console_kv") and not line.startswith(("{", "step:")):
+        elif fmt in (None, "console_kv") and not line.startswith("{"):  # `step:3 | loss=0.1 | …` too: no verl line
             pairs = kv_line(line)
             state = dict(cursor.get("kv") or {})  # a copy: the cursor the ingest started from stays as it was
             if pairs is None and "step" in state and (trailing := kv_trailing(line)):
