@@ -1246,6 +1246,31 @@ def _tiny_runs(root: Path, logs: Path) -> None:
             }
         )
     )
+    # TRL's PPOTrainer (RLOO's and OnlineDPO's keys are the same): objective/*, policy/*_avg, loss/*_avg, and its
+    # scores (the reward model's or the verifier's) beside the RLHF reward it optimizes (score - beta KL)
+    ppo = [
+        {
+            "eps": 0,
+            "objective/kl": 2.0 + 0.05 * s,
+            "objective/entropy": -100.0,
+            "objective/non_score_reward": -0.1,
+            "objective/rlhf_reward": 0.1 + 0.001 * s,
+            "objective/scores": 0.2 + 0.001 * s,
+            "policy/approxkl_avg": 0.02,
+            "policy/clipfrac_avg": 0.015,
+            "loss/policy_avg": 0.01,
+            "loss/value_avg": 5.8,
+            "policy/entropy_avg": 0.35,
+            "val/ratio": 1.0,
+            "lr": 5e-6,
+            "episode": 4 * s,
+            "epoch": s / 100,
+            "step": s,
+        }
+        for s in range(1, 21)
+    ]
+    (logs.parent / "trlppo").mkdir()
+    (logs.parent / "trlppo" / "trainer_state.json").write_text(json.dumps({"global_step": 20, "log_history": ppo}))
     # verl for AgentGym's CSV: every group of every step scored 0 (group_reward_all_zero_rate 1), no other share of
     # tied groups logged: the groups are all tied, whatever frac_reward_zero_std would have said
     (logs.parent / "agentgym").mkdir()
@@ -1772,6 +1797,27 @@ def test_groups_that_all_scored_zero_are_tied_groups(tiny):
     (flag,) = tiny("reward_zero_variance")["allzero"]
     assert (flag["severity"], flag["step"], flag["metric"]) == ("error", 1, "frac_reward_zero_std"), flag
     assert tiny("grad_norm_vanishing")["allzero"] == []
+
+
+def test_a_trl_ppo_log_is_read_on_the_canonical_metrics(tiny):
+    """TRL's PPOTrainer logs objective/kl, objective/scores, policy/entropy_avg, ...: a real PPO run's
+    trainer_state.json had its learning rate mapped and nothing else. Its reward is the score, as verl's
+    critic/score/mean is: the RLHF reward it optimizes is the score less the KL penalty, which the KL checks judge
+    (a score flat while KL doubled read as a reward that fell, which no reward check calls a plateau)."""
+    (run_key,) = tiny.con.sql("select run_key from runs where name = 'trlppo'").fetchone()
+    rows = tiny.con.execute(
+        "select metric, source_key, count(*), max(value) from metrics where run_key = ? group by all", [run_key]
+    ).fetchall()
+    assert {metric: (key, n) for metric, key, n, _ in rows} == {
+        "reward_mean": ("objective/scores", 20),
+        "kl": ("objective/kl", 20),
+        "entropy": ("policy/entropy_avg", 20),
+        "clip_fraction": ("policy/clipfrac_avg", 20),
+        "ppo_kl": ("policy/approxkl_avg", 20),
+        "loss": ("loss/policy_avg", 20),
+        "learning_rate": ("lr", 20),
+    }
+    assert {metric: top for metric, _, _, top in rows}["reward_mean"] == pytest.approx(0.22)
 
 
 def test_a_skyrl_log_is_read_on_the_canonical_metrics(tiny):
