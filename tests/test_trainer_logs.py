@@ -2034,6 +2034,31 @@ def test_a_step_line_with_pipes_and_equals_signs_is_no_verl_line(tmp_path):
     assert got[2]["kl_divergence"][3] == 36.3034
 
 
+def test_llama_factory_trainer_log_is_a_run_where_that_is_all_there_is(tmp_path):
+    """LLaMA-Factory's LogCallback writes `trainer_log.jsonl` with the step as `current_steps`: read alone it was
+    "none of its records has a step". Beside the trainer_state.json the Trainer saves it copies a few keys of each
+    log_history entry, so there the trainer state is the run and the copy is said not read."""
+    records = [
+        {"current_steps": s, "total_steps": 30, "loss": 2.0 - 0.01 * s, "reward": -2.7 + 0.01 * s, "epoch": s / 30}
+        for s in range(10, 31, 10)
+    ]
+    live, done = tmp_path / "live", tmp_path / "done"
+    for folder in (live, done):
+        write_jsonl(folder / "trainer_log.jsonl", records)
+    (done / "trainer_state.json").write_text(
+        json.dumps({"global_step": 30, "log_history": [{**r, "step": r["current_steps"]} for r in records]})
+    )
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [tmp_path])
+    assert [issue.kind for issue in report.issues] == ["not_read"], report.issues
+    assert "LLaMA-Factory's log beside its run's trainer state" in report.issues[0].message
+    assert report.issues[0].path == str(done / "trainer_log.jsonl")
+    run = run_of(lake_root, "live")
+    got = values_by_step(lake_root, run["run_key"])
+    assert run["origin"] == "jsonl" and sorted(got) == [10, 20, 30] and got[30]["reward"][3] == pytest.approx(-2.4)
+    assert run_of(lake_root, "done")["origin"] == "trainer_state"
+
+
 def test_a_pair_alone_in_parentheses_after_a_value_is_a_statistic_of_it(tmp_path):
     """`reward=0.300 (std=0.459)`: the spread is the reward's, `reward_std` (the alias seed's reward_std), not a bare
     `std` that no alias can map without guessing whose it is. Parentheses holding more than one pair, or none, name

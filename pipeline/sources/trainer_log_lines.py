@@ -17,8 +17,9 @@ from typing import Any
 from pipeline.secrets import redact_text
 from pipeline.values import MAX_DEPTH, depth, is_int64, loads_checked, time_us, without_surrogates
 
-# system/step: ROLL; iteration: custom trainers that count the outer loop of rollouts and updates
-STEP_FIELDS = ("step", "global_step", "_step", "train/global_step", "system/step", "iteration", "iter")
+# system/step: ROLL; iteration: custom trainers that count the outer loop of rollouts and updates; current_steps:
+# LLaMA-Factory's trainer_log.jsonl
+STEP_FIELDS = ("step", "global_step", "_step", "train/global_step", "system/step", "iteration", "iter", "current_steps")
 # A record with none of STEP_FIELDS is at the first of its keys named like a step counter that holds an integer (the
 # CS336 GRPO trainer's `grpo_step`, `train_step`, `rl_step`, `trainer/step`: the names duplicate_steps takes for
 # counters); one whose word names a bound or a mark (`max_step`, `best_step`) is not the record's step.

@@ -26,8 +26,8 @@ STATE_FILE = "trainer_state.json"
 CONSOLE_SUFFIXES = (".log", ".txt", ".out")  # .out: what SLURM captures of a job's stdout
 NOTEBOOK_SUFFIX = ".ipynb"
 CSV_SUFFIX = ".csv"
-# A log whose stem is made of these words alone (`metrics`, `train_metrics`, `training-log`) is named after its folder;
-# any other stem names the run itself.
+# A log whose stem is made of these words alone (`metrics`, `train_metrics`, `training-log`, LLaMA-Factory's
+# `trainer_log`) is named after its folder; any other stem names the run itself.
 GENERIC_STEMS = {
     "output",
     "stdout",
@@ -37,6 +37,7 @@ GENERIC_STEMS = {
     "logs",
     "train",
     "training",
+    "trainer",
     "metrics",
     "metric",
     "stats",
@@ -118,6 +119,9 @@ class Found:
     @property
     def count(self) -> int:
         return len(self.logs) + sum(len(v) for v in self.snapshots.values()) + len(self.configs)
+
+
+LLAMA_FACTORY_LOG = "trainer_log.jsonl"  # LLaMA-Factory's LogCallback: a few keys of each log_history entry
 
 
 def _kind(name: str) -> str | None:
@@ -210,11 +214,11 @@ def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None, lake
     link back up the tree) is not searched again.
 
     Inside a ``checkpoint-N`` folder only ``trainer_state.json`` counts (the rest are weights and tokenizer files),
-    and a console log or notebook in a folder that has its trainer_state.json snapshots is left out ("where that is
-    all there is"). Elsewhere any ``*.json`` whose first bytes show a ``log_history`` (``_holds_log_history``) is a
-    snapshot of its folder's run, as a ``trainer_state.json`` there would be, and a ``*.csv`` is a log when its
-    header names a step column. A folder holding logs is looked at for a config file (CONFIG_FILES), one stat per
-    name.
+    and a console log, a notebook or LLaMA-Factory's ``trainer_log.jsonl`` in a folder that has its
+    trainer_state.json snapshots is left out ("where that is all there is"). Elsewhere any ``*.json`` whose first
+    bytes show a ``log_history`` (``_holds_log_history``) is a snapshot of its folder's run, as a
+    ``trainer_state.json`` there would be, and a ``*.csv`` is a log when its header names a step column. A folder
+    holding logs is looked at for a config file (CONFIG_FILES), one stat per name.
 
     What is not read is added to ``skipped`` with why, once per file (the ingest says each once, the first time it
     meets it): a file of a format not read, a JSON without a log_history, a CSV without a step column, a console log
@@ -298,13 +302,19 @@ def discover(roots: Iterable[Path], skipped: list[FileIssue] | None = None, lake
                 filenames = [f for f in filenames if f == STATE_FILE]
             for name in sorted(filenames):
                 add(Path(dirpath) / name, wandb=wandb)
-    # A console log next to a trainer_state.json prints the same log_history entries, rounded: the file wins.
+    # A console log next to a trainer_state.json prints the same log_history entries, rounded, and LLaMA-Factory's
+    # trainer_log.jsonl copies some of their keys: the trainer state wins.
     for path, kind in list(logs.items()):
-        if kind in ("console", "notebook") and os.path.dirname(path) in snapshots:
+        copy = kind == "jsonl" and os.path.basename(path) == LLAMA_FACTORY_LOG
+        if (kind in ("console", "notebook") or copy) and os.path.dirname(path) in snapshots:
             del logs[path]
             state = os.path.basename(min(snapshots[os.path.dirname(path)]))
-            why = f"a console log beside its run's trainer state ({state}), whose log_history it prints: not read"
-            skip(Path(path), "not_read", why)
+            what, does = ("LLaMA-Factory's log", "copies") if copy else ("a console log", "prints")
+            skip(
+                Path(path),
+                "not_read",
+                f"{what} beside its run's trainer state ({state}), whose log_history it {does}: not read",
+            )
     configs = {}
     for folder in sorted({os.path.dirname(p) for p in logs}):
         config = next((n for n in CONFIG_FILES if files.regular(os.path.join(folder, n), special, follow=True)), None)
