@@ -2034,6 +2034,33 @@ def test_a_step_line_with_pipes_and_equals_signs_is_no_verl_line(tmp_path):
     assert got[2]["kl_divergence"][3] == 36.3034
 
 
+def test_the_trainers_dicts_after_a_scripts_own_metric_lines_are_a_second_training(tmp_path):
+    """A script that fine-tunes with its own loop (`step 10/611  loss=12.1  lr=1.97e-04`) and then runs TRL's
+    GRPOTrainer in the same process: the file was a key/value log from its first metric line on, and every dict of
+    the GRPO phase was passed over. The first Trainer dict (its `loss` and `epoch`) begins a second run; a dict
+    that is no step's log (a config) stays a line the key/value log passes over."""
+    log = tmp_path / "sft-then-grpo" / "train.log"
+    log.parent.mkdir()
+    log.write_text(
+        "SFT: 1631 samples, 3 epochs, 611 steps\n"
+        "  step 10/611  loss=12.1181  lr=1.97e-04\n"
+        "{'lora_r': 16, 'lora_alpha': 32, 'max_len': 128}\n"
+        "  step 20/611  loss=7.6132  lr=1.93e-04\n"
+        "PHASE: GRPO\n"
+        "{'loss': 0.0019, 'grad_norm': 421403.0, 'learning_rate': 4.5e-06, 'kl': 10832.9, 'epoch': 0.01}\n"
+        "{'loss': 0.0004, 'grad_norm': 0.5, 'learning_rate': 4.9e-06, 'reward': 0.0, 'kl': 0.41, 'epoch': 0.02}\n"
+    )
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [log])
+    assert (
+        report.issues == [] and len(report.notes) == 1 and "where the Trainer's printed dicts take" in report.notes[0]
+    )
+    sft, grpo = run_of(lake_root, "sft-then-grpo"), run_of(lake_root, "sft-then-grpo #2")
+    assert sft["origin"] == "console_kv" and sorted(values_by_step(lake_root, sft["run_key"])) == [10, 20]
+    got = values_by_step(lake_root, grpo["run_key"])
+    assert grpo["origin"] == "console_trl" and sorted(got) == [1, 2] and got[1]["kl"][3] == 10832.9
+
+
 def test_llama_factory_trainer_log_is_a_run_where_that_is_all_there_is(tmp_path):
     """LLaMA-Factory's LogCallback writes `trainer_log.jsonl` with the step as `current_steps`: read alone it was
     "none of its records has a step". Beside the trainer_state.json the Trainer saves it copies a few keys of each

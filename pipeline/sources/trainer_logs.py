@@ -981,6 +981,12 @@ class TrainerLogIngest:
             self._launch_boundary(path, offset, cursor, "console_verl", parsed[0])
             self._emit(self._log_run(path, cursor, "console_verl"), parsed[0], None, offset, parsed[1])
             cursor["steps"] = _advanced(cursor["steps"], parsed[0], parsed[0])
+        elif fmt == "console_kv" and line.startswith("{") and _trainer_step_dict(dict_line(line.rstrip())):
+            # a script's own metric lines, then the Trainer's (a hand-written SFT loop, then TRL's GRPOTrainer):
+            # read on as `key: value` lines, every dict after the switch was passed over
+            self._new_launch(path, offset, cursor, "console_trl", "where the Trainer's printed dicts take over")
+            cursor["format"] = None
+            self._console_text(path, offset, whole, cursor)
         elif fmt in (None, "console_trl") and line.startswith("{"):
             before = whole[: whole.rfind("\r")] if "\r" in whole else ""
             values = dict_line(line.rstrip())
@@ -1122,6 +1128,12 @@ def _bar_step(cursor: dict, values: dict, before: str) -> int | None:
             raise BarNotSteps(f"the bar counted {last} and then {step} for two train dicts in a row")
     bar["step"] = step
     return step
+
+
+def _trainer_step_dict(values: dict | None) -> bool:
+    """Whether a printed dict is a Hugging Face Trainer's log of a training step: its `loss` and its `epoch` (a
+    config or a results dict printed among a script's metric lines holds no both)."""
+    return values is not None and all(isinstance(values.get(k), (int, float)) for k in ("loss", "epoch"))
 
 
 def _evaluation(values: dict) -> bool:
