@@ -982,8 +982,8 @@ class TrainerLogIngest:
             self._emit(self._log_run(path, cursor, "console_verl"), parsed[0], None, offset, parsed[1])
             cursor["steps"] = _advanced(cursor["steps"], parsed[0], parsed[0])
         elif fmt == "console_kv" and line.startswith("{") and _trainer_step_dict(dict_line(line.rstrip())):
-            # a script's own metric lines, then the Trainer's (a hand-written SFT loop, then TRL's GRPOTrainer):
-            # read on as `key: value` lines, every dict after the switch was passed over
+            # a script's own metric lines, then the Trainer's (a hand-written SFT loop, then TRL's GRPOTrainer): a
+            # file read as `key: value` lines to its end passes over every dict after the switch
             self._new_launch(path, offset, cursor, "console_trl", "where the Trainer's printed dicts take over")
             cursor["format"] = None
             self._console_text(path, offset, whole, cursor)
@@ -1131,9 +1131,11 @@ def _bar_step(cursor: dict, values: dict, before: str) -> int | None:
 
 
 def _trainer_step_dict(values: dict | None) -> bool:
-    """Whether a printed dict is a Hugging Face Trainer's log of a training step: its `loss` and its `epoch` (a
-    config or a results dict printed among a script's metric lines holds no both)."""
-    return values is not None and all(isinstance(values.get(k), (int, float)) for k in ("loss", "epoch"))
+    """Whether a printed dict is a Hugging Face Trainer's log of a training step: it has a numeric `loss` and
+    `epoch`, which a config or a results dict printed among a script's metric lines does not have both of."""
+    return values is not None and all(
+        isinstance(values.get(k), (int, float)) and not isinstance(values.get(k), bool) for k in ("loss", "epoch")
+    )
 
 
 def _evaluation(values: dict) -> bool:
