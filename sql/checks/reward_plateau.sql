@@ -180,7 +180,7 @@ frozen as (
         o.plateau,
         count(*) as grad_k,
         count(*) filter (where m.value < $no_update and t.step is null) as frozen_k,
-        count(*) filter (where t.step is null) as untied_k
+        frozen_k > 0 and frozen_k >= $frozen_share * count(*) filter (where t.step is null) as stalled
     from onsets as o
     join metrics as m
         on o.run_key = m.run_key and m.metric = 'grad_norm' and isfinite(m.value)
@@ -266,14 +266,14 @@ union all by name
 select
     o.run_key,
     'reward_plateau' as check_name,
-    case when f.frozen_k >= $frozen_share * f.untied_k and f.frozen_k > 0 then 'warn' else 'info' end as severity,
+    case when f.stalled then 'warn' else 'info' end as severity,
     o.onset as step,
     case when o.last_idx < o.n then o.last_step end as step_end,
     'reward_mean' as metric,
     o.level as value,
     $t_flat as threshold,
     case
-        when f.frozen_k >= $frozen_share * f.untied_k and f.frozen_k > 0
+        when f.stalled
             then printf('reward stalled: it rose from %.3g to about %.3g and has been flat since step %d while the '
                         || 'policy got no update (grad norm below %g on %d of its %d logged steps, their groups '
                         || 'not all tied); check that the loss depends on the policy and that the learning rate is '
