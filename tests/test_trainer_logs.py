@@ -2170,6 +2170,35 @@ def test_a_value_on_a_line_of_its_own_belongs_to_the_step_line_before_it(tmp_pat
     assert got[1]["act_loss"][3] == 0.30 and not {"x", "test_index"} & set(got[1])
 
 
+def test_a_summary_printed_again_after_the_last_step_is_no_second_version_of_it(tmp_path):
+    """A segmentation trainer prints its evaluation after the last step line, once per evaluation pass: `Mean IoU:
+    0.903` twice. The first is a value of that step, as DeepSpeed-Chat's reward under its step line is; the second,
+    here in a later ingest, repeats a value the step already took from a line of its own, and was read as a second
+    version of it, which duplicate_steps reported. The next step line takes such values again."""
+    log = tmp_path / "seg" / "train.log"
+    log.parent.mkdir()
+    log.write_text(
+        "[Step 1/3] loss=0.9 reward=0.1\n"
+        "[Step 2/3] loss=0.7 reward=0.2\n"
+        "mean_r=0.15\n"
+        "[Step 3/3] loss=0.5 reward=0.4\n"
+        "Evaluating on the validation split\n"
+        "Mean IoU: 0.903\n"
+    )
+    lake_root = tmp_path / "lake"
+    trainer_logs.ingest(lake_root, [log])
+    with open(log, "a") as fh:
+        fh.write("Evaluating on the test split\nMean IoU: 0.871\n")
+    trainer_logs.ingest(lake_root, [log])
+    got = values_by_step(lake_root, run_of(lake_root, "seg")["run_key"])  # asserts each key once a step
+    assert got[3]["mean_iou"][3] == 0.903 and got[2]["mean_r"][3] == 0.15
+    with open(log, "a") as fh:
+        fh.write("[Step 4/4] loss=0.4 reward=0.5\nMean IoU: 0.910\n")
+    trainer_logs.ingest(lake_root, [log])
+    got = values_by_step(lake_root, run_of(lake_root, "seg")["run_key"])
+    assert {step: values["mean_iou"][3] for step, values in got.items() if "mean_iou" in values} == {3: 0.903, 4: 0.91}
+
+
 def test_a_line_of_pairs_after_a_bullet_or_a_label_is_no_value_of_the_step_before(tmp_path):
     """A hand-written trainer prints sampled completions between its step lines: their markdown bullets
     (`* Number of sweaters: 4`, `- Dogs: 80`) became values of the step before (`number_of_sweaters`, `dogs`), as did

@@ -1001,8 +1001,12 @@ class TrainerLogIngest:
             pairs = kv_line(line)
             state = dict(cursor.get("kv") or {})  # a copy: the cursor the ingest started from stays as it was
             if pairs is None and "step" in state and (trailing := kv_trailing(line)):
-                if not set(trailing) & set(state["keys"]):  # a metric line's key alone is not a value of this step
+                # a metric line's key alone is not a value of this step, nor is a value this step already took from
+                # a line of its own: a summary printed after the last step (`Mean IoU: 0.903`, twice) is no second
+                # version of it
+                if not set(trailing) & {*state["keys"], *state.get("trailing", ())}:
                     self._emit(self._log_run(path, cursor, "console_kv"), state["step"], None, offset, trailing)
+                    cursor["kv"] = {**state, "trailing": sorted({*state.get("trailing", ()), *trailing})}
                 return
             if pairs is None or (state.get("keys") and not set(pairs.values) & set(state["keys"])):
                 return  # not a metric line, or one of another kind than the file's first (a progress line)
@@ -1012,6 +1016,7 @@ class TrainerLogIngest:
                 state = {}
             cursor["format"] = "console_kv"
             cursor["kv"] = state
+            state.pop("trailing", None)
             state.setdefault("keys", sorted(pairs.values))
             state["step"] = _kv_step(state, pairs)
             self._emit(self._log_run(path, cursor, "console_kv"), state["step"], None, offset, pairs.values)
