@@ -828,6 +828,66 @@ def test_a_bar_that_runs_ahead_of_buffered_dicts_leaves_the_log_numbered_by_its_
     assert [r[1] for r in rows] == list(range(1, 9))  # from this read on: the count-5 row is superseded
 
 
+def test_a_buffered_log_that_finished_is_numbered_on_the_trainers_logging_grid(tmp_path):
+    """`nohup python train.py > train.log`: the dicts come out in bursts after the bar (no count before any of them),
+    so they were numbered 1, 2, 3, … although the Trainer logged every 10 steps of 100: a KL blow-up at step 70 read
+    "step 7". Once the end-of-training dict is printed, the bar's total over the number of dicts gives the interval,
+    which the printed epochs confirm: steps 10 to 100, as the trainer counted them, read in one go or when the end
+    arrives at a later read (the file is read again, the ordinal rows superseded). logging_first_step adds step 1.
+    Epochs that no grid fits, or a log that has not finished, keep the ordinals."""
+    bar = "\r {0}%|#| {0}/100 [00:{0:02d}<01:00, 1.50s/it]"
+    loading = "\rLoading checkpoint shards: 100%|#| 2/2 [00:01<00:00, 1.9s/it]\n"
+
+    def dicts(steps, epoch=lambda step: round(step / 100, 2)):
+        return "".join(f"{{'loss': 0.1, 'kl': {step / 1000}, 'epoch': {epoch(step)}}}\n" for step in steps)
+
+    first = loading + "".join(bar.format(n) for n in range(61)) + "\n" + dicts(range(10, 60, 10))
+    rest = "".join(bar.format(n) for n in range(61, 101)) + "\n" + dicts(range(60, 110, 10))
+    end = "{'train_runtime': 150.0, 'train_loss': 0.1, 'epoch': 1.0}\n"
+    lake_root = tmp_path / "lake"
+
+    def steps_of(name):
+        run = run_of(lake_root, name)
+        rows = history(
+            lake_root, f"run_key = '{run['run_key']}' and key = 'kl' and ingest_id >= {run['history_from_ingest'] or 0}"
+        )
+        return json.loads(run["config"]), {r[1]: r[3] for r in rows}
+
+    whole = tmp_path / "whole" / "train.log"
+    whole.parent.mkdir()
+    whole.write_text(first + rest + end)
+    trainer_logs.ingest(lake_root, [whole])
+    config, kl = steps_of("whole")
+    assert config == {"step_source": "logging_grid", "logging_steps": 10, "max_steps": 100}
+    assert kl == {step: step / 1000 for step in range(10, 110, 10)}
+
+    growing = tmp_path / "growing" / "train.log"
+    growing.parent.mkdir()
+    growing.write_text(first)
+    trainer_logs.ingest(lake_root, [growing])
+    assert steps_of("growing") == ({"step_source": "ordinal"}, {n: n / 100 for n in range(1, 6)})
+    with growing.open("a") as fh:
+        fh.write(rest + end)
+    report = trainer_logs.ingest(lake_root, [growing])
+    assert any("logging interval" in note for note in report.notes), report.notes
+    assert steps_of("growing")[1] == {step: step / 1000 for step in range(10, 110, 10)}
+
+    first_step = tmp_path / "first_step" / "train.log"
+    first_step.parent.mkdir()
+    first_step.write_text(dicts([1]) + first + rest + end)
+    trainer_logs.ingest(lake_root, [first_step])
+    assert sorted(steps_of("first_step")[1]) == [1, *range(10, 110, 10)]
+
+    irregular = tmp_path / "irregular" / "train.log"  # a dict missing: the epochs no longer fit any grid
+    irregular.parent.mkdir()
+    irregular.write_text(first + rest.replace("{'loss': 0.1, 'kl': 0.07, 'epoch': 0.7}\n", "", 1) + end)
+    trainer_logs.ingest(lake_root, [irregular])
+    assert steps_of("irregular") == (
+        {"step_source": "ordinal"},
+        {n: v for n, v in enumerate([s / 1000 for s in range(10, 110, 10) if s != 70], start=1)},
+    )
+
+
 def test_an_eval_bar_beside_the_train_bar_never_gives_the_step(tmp_path):
     """The Trainer's evaluation draws a bar of its own (`8/8`), on the train bar's line or on a line of its own, before
     it prints the eval dict at the step it evaluated. Only the train bar counts steps: its total (max_steps) is the

@@ -139,6 +139,11 @@ def _config(state: dict) -> list[str]:
             "- steps are the order of the log's metric lines (the log prints no step): step 29 is the 29th line, "
             "not trainer step 29, when the trainer logs every few steps (logging_steps)"
         )
+    elif state.get("step_source") == "logging_grid":
+        lines.append(
+            "- the log prints no step: its metric lines are placed on the trainer's logging grid (logging_steps, "
+            "from its progress bar's total over the number of lines, which their printed epochs confirm)"
+        )
     if state.get("tags"):
         lines.append(f"- tags: {', '.join(state['tags'])}")
     lines.append("")

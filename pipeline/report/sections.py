@@ -110,7 +110,8 @@ def config_and_state(data: RunData) -> dict:
         "last_step": run.get("last_step"),
         "logged_steps": len(steps),
         "first_step": steps[0] if steps else None,
-        # the log printed no step: each step is the ordinal of its metric line (trainer_logs), not the trainer's
+        # the log printed no step: each step is the ordinal of its metric line (trainer_logs), not the trainer's,
+        # or its place on the trainer's logging grid (logging_grid)
         "step_source": config.get("step_source") or "logged",
         "hyperparameters": dict(sorted(chosen.items())[:20]),
         "config_keys": len(config),

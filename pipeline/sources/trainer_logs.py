@@ -56,7 +56,9 @@ Formats, and why each is read the way it is:
   Trainer's logging grid: a block-buffered output prints its dicts in bursts after the bar ran ahead, and such a log
   is numbered by ordinals from its start, bar_contradiction), else, in a log whose first
   dict has no such count, the line's 1-based ordinal among the file's dict lines, and the run's config then says
-  ``step_source: "ordinal"`` so nobody mistakes it for the trainer step. The end-of-training dict
+  ``step_source: "ordinal"`` so nobody mistakes it for the trainer step, until the training ends: then the bar's
+  total and the number of dicts give the Trainer's logging grid, if the printed epochs confirm it (logging_grids),
+  and the dicts are at its steps (``step_source: "logging_grid"``). The end-of-training dict
   (``{'train_runtime': …, 'train_loss': …}``) is the run's summary, not a step. A dict after it, unless an
   evaluation's (``trainer.evaluate()`` after ``trainer.train()``), is a new launch: a second ``python train.py``
   appended to the same file, a run of its own (``<name> #2``, see Identity) whose steps, step source and bar count
@@ -675,6 +677,8 @@ class TrainerLogIngest:
                         if cursor["offset"] and (cursor.get("bar") or {}).get("total"):  # earlier reads used it
                             self._restart(cursor, f"{path}: {why}, so its progress bar does not give the steps")
                         cursor["ordinals"] = True
+                if kind == "console" and cursor["format"] in (None, "console_trl"):
+                    self._find_grids(fh, path, cursor, size, finished)
                 try:
                     end = self._read_lines(fh, path, cursor, size, finished, kind)
                 except BarNotSteps as exc:  # the dry run above missed what the reading found: read it again
@@ -705,6 +709,27 @@ class TrainerLogIngest:
             )
         cursor.update(offset=end, size=size, mtime_ns=mtime_ns, tail_waits=end < size and not finished)
         return cursor
+
+    def _find_grids(self, fh, path: Path, cursor: dict, size: int, finished: bool) -> None:
+        """Before a console log's new lines are read: when they end a training (the end-of-training dict), the
+        logging grids of the file's trainings (logging_grids), so that a training its dicts' ordinals number gets
+        the trainer's steps; one that earlier ingests read by ordinals is read again from the start."""
+        if cursor["offset"] == 0:  # a first read, or a file rewritten: grids of what it held before are no more
+            cursor.pop("grids", None)
+        new = complete_lines(fh, cursor["offset"], size, finished, "console")
+        if not any(b"train_runtime" in raw for _, raw in new):
+            return
+        found = logging_grids(complete_lines(fh, 0, size, finished, "console"))
+        known = cursor.get("grids") or {}
+        if not set(found) - set(known):
+            return
+        cursor["grids"] = {**known, **found}
+        if any(int(at) < cursor["offset"] for at in set(found) - set(known)):
+            self._restart(
+                cursor,
+                f"{path}: a training it numbered by its printed dicts ended, and its progress "
+                "bar's total and printed epochs give the trainer's logging interval",
+            )
 
     def _read_lines(self, fh, path: Path, cursor: dict, size: int, finished: bool, kind: str) -> int:
         """Read a log's complete lines from its cursor's offset; returns the offset read up to."""
@@ -901,6 +926,8 @@ class TrainerLogIngest:
             info.summary.update(values)
             info.state = "finished"
             return
+        if cursor["ordinal"] == 0:  # the launch's first dict: the key of its logging grid (logging_grids)
+            cursor["launch_at"] = offset
         cursor["ordinal"] += 1
         step = integral(values.get("step"))
         if step is not None:
@@ -912,6 +939,9 @@ class TrainerLogIngest:
             last, cursor["bar"]["epoch"] = cursor["bar"]["epoch"], [step, finite(values.get("epoch"))]
             if "epoch" in values and last == cursor["bar"]["epoch"]:
                 del values["epoch"]
+        elif (grid := (cursor.get("grids") or {}).get(str(cursor.get("launch_at")))) is not None:
+            step = _grid_step(grid, cursor["ordinal"])
+            info.config.update(step_source="logging_grid", logging_steps=grid[0], max_steps=grid[2])
         else:
             step = cursor["ordinal"]
             info.config["step_source"] = "ordinal"
@@ -1084,6 +1114,103 @@ def bar_contradiction(lines: Iterable[bytes], bar: dict | None) -> str | None:
         if tally and tally["total"] and "/" in whole:
             tally["seen"] = next((n for n, t in reversed(bar_counts(whole)) if t == tally["total"]), tally["seen"])
     return None
+
+
+# How far a printed epoch may stand from the one a logging grid puts there: the Trainer prints it rounded to two
+# places, and the end-of-training dict's epoch, which scales the rest, is rounded too.
+GRID_EPOCH_TOLERANCE = 0.011
+
+
+def logging_grids(lines: Iterable[tuple[int, bytes]]) -> dict[str, list[int]]:
+    """The Trainer's logging grid of each finished training in a console log, for the logs its dicts' ordinals
+    number: {byte offset of the training's first dict: [logging interval, 1 if it also logged its first step,
+    max_steps]}. A dry run over the whole file, as bar_contradiction's.
+
+    A capture through a file (``nohup python train.py > train.log``) block-buffers the dicts while tqdm's bar reaches
+    the file at once, so no count stands before a dict and the log is numbered by ordinals: its KL blow-up reads
+    "step 70" where the trainer was at step 1400. Once the end-of-training dict is printed, the bar's total
+    (max_steps, the bar with the most distinct counts that reached its total) and the number of train dicts give
+    the interval: the Trainer logs every ``logging_steps`` (and at step 1 with ``logging_first_step``, or at the
+    last step too), so n dicts fit exactly one interval. The printed epochs must agree, dict by dict: a grid is
+    taken only when exactly one fits. A training with an evaluation's dict, a dict with its own step, or a dict
+    line that did not parse (a wrapped one) keeps its ordinals."""
+    grids: dict[str, list[int]] = {}
+    launch: dict[str, Any] = {"at": None, "epochs": [], "counts": {}, "clean": True}
+    for offset, raw in lines:
+        whole = raw.decode("utf-8", errors="replace").rstrip("\r")
+        if "/" in whole:
+            for n, total in bar_counts(whole):
+                launch["counts"].setdefault(total, set()).add(n)
+        line = _on_screen(whole)
+        values = None
+        if line.startswith("{"):
+            values = dict_line(line.rstrip())
+            if values is None and (len(line) > WRAP_MIN_WIDTH or opens_metric_dict(line)):
+                launch["clean"] = False
+        elif "{" in whole and (found := embedded_dict(whole)) is not None:
+            values = found[1]
+        if values is None:
+            continue
+        if "train_runtime" in values and "step" not in values:
+            if launch["at"] is not None and launch["clean"]:
+                grid = _fitting_grid(launch["epochs"], launch["counts"], finite(values.get("epoch")))
+                if grid is not None:
+                    grids[str(launch["at"])] = grid
+            launch = {"at": None, "epochs": [], "counts": {}, "clean": True}
+            continue
+        if launch["at"] is None and _evaluation(values):  # trainer.evaluate() after the end: the training's
+            continue
+        if launch["at"] is None:
+            launch["at"] = offset
+        if "step" in values or _evaluation(values):
+            launch["clean"] = False
+        launch["epochs"].append(finite(values.get("epoch")))
+    return grids
+
+
+def _fitting_grid(epochs: list, counts: dict[int, set[int]], end_epoch: Any) -> list[int] | None:
+    """The one logging grid [interval, first step logged, max_steps] that puts these train dicts' printed epochs
+    where they are, or None (see logging_grids)."""
+    if len(epochs) < 2 or not isinstance(end_epoch, (int, float)) or end_epoch <= 0:
+        return None
+    if any(not isinstance(e, (int, float)) or isinstance(e, bool) for e in epochs):
+        return None
+    finished = {total: len(seen) for total, seen in counts.items() if total in seen}
+    if not finished:
+        return None
+    most = max(finished.values())
+    totals = [total for total, n in finished.items() if n == most]
+    if len(totals) != 1:
+        return None
+    total, n = totals[0], len(epochs)
+    fits = []
+    for first in (0, 1):
+        for last in (0, 1):
+            k = n - first  # the dicts on the grid (and the last step's, if it is off the grid)
+            if k < 1 + last:
+                continue
+            if last:  # (k-1)·L < total < k·L: the final dict at the total, off the grid
+                intervals = range(total // k + 1, -(-total // (k - 1)))
+            else:  # k·L <= total < (k+1)·L
+                intervals = range(total // k, total // k + 1) if (k + 1) * (total // k) > total else range(0)
+            for interval in intervals:
+                if interval < 2:
+                    continue
+                steps = [1] * first + [interval * i for i in range(1, k + 1 - last)] + [total] * last
+                if all(
+                    abs(e - end_epoch * s / total) <= GRID_EPOCH_TOLERANCE for e, s in zip(epochs, steps, strict=True)
+                ):
+                    fits.append([interval, first, total])
+    return fits[0] if len(fits) == 1 else None
+
+
+def _grid_step(grid: list[int], ordinal: int) -> int:
+    """The trainer step of a launch's ``ordinal``-th dict on its logging grid; past the grid's end (an evaluation
+    after the training), the last step."""
+    interval, first, total = grid
+    if first and ordinal == 1:
+        return 1
+    return min(interval * (ordinal - first), total)
 
 
 def _bar_step(cursor: dict, values: dict, before: str) -> int | None:
