@@ -1919,6 +1919,46 @@ def test_a_trainer_state_under_another_name_or_its_bare_log_history_is_read(tmp_
     assert run_of(tmp_path / "lake", "bare")["state"] == "finished"
 
 
+def test_metrics_saved_as_one_list_per_metric_are_a_run_at_the_lists_positions(tmp_path):
+    """A custom GRPO loop saves its curves as `json.dump({"rewards_avg": [...], "kl_avg": [...]})`: a JSON file
+    without a log_history, which was "not read" and the run never existed. Entry i of each list of the longest length
+    is step i + 1 (the config says step_source ordinal), or the step a step column gives; a null is no value; a list
+    of another length (a validation every 5 steps) is at no known step and is said, not read; a value that is no
+    list is a setting. A config whose lists are no metric curves (`betas`) is still not read."""
+    loop, stepped, other = tmp_path / "arith_grpo", tmp_path / "stepped", tmp_path / "other"
+    for folder in (loop, stepped, other):
+        folder.mkdir()
+    (loop / "grpo_metrics.json").write_text(
+        json.dumps(
+            {
+                "rewards_avg": [0.2, 0.4, None, 0.7],
+                "kl_avg": [0.0, 0.01, 0.02, float("nan")],
+                "val_acc": [0.3, 0.5],
+                "lr": 2e-6,
+            },
+            indent=2,
+        )
+    )
+    (stepped / "metrics.json").write_text(json.dumps({"loss": [0.9, 0.5, 0.4], "step": [10, 20, 30]}))
+    (other / "optimizer.json").write_text(json.dumps({"betas": [0.9, 0.999], "eps": 1e-8}))
+    lake_root = tmp_path / "lake"
+    report = trainer_logs.ingest(lake_root, [tmp_path])
+    run = run_of(lake_root, "arith_grpo")
+    assert json.loads(run["config"]) == {"lr": 2e-6, "step_source": "ordinal"} and run["last_step"] == 4
+    got = values_by_step(lake_root, run["run_key"])
+    assert {step: {k: v[3] for k, v in row.items() if k != "kl_avg"} for step, row in got.items()} == {
+        1: {"rewards_avg": 0.2},
+        2: {"rewards_avg": 0.4},
+        3: {},
+        4: {"rewards_avg": 0.7},
+    }
+    assert sorted(got[3]) == ["kl_avg"] and math.isnan(got[4]["kl_avg"][3]) and "val_acc" not in got[1]
+    assert any("val_acc: lists of another length than its 4 steps" in note for note in report.notes), report.notes
+    assert sorted(values_by_step(lake_root, run_of(lake_root, "stepped")["run_key"])) == [10, 20, 30]
+    assert json.loads(run_of(lake_root, "stepped")["config"]) == {}
+    assert [(Path(i.path).name, i.kind) for i in report.issues] == [("optimizer.json", "not_read")]
+
+
 def test_state_files_of_different_names_in_one_folder_are_all_read_as_series_of_the_run(tmp_path):
     """A custom trainer saves its training steps and its evaluations as two bare log_history lists in one folder
     (step_stat_history.json, eval_history.json). They were taken for two snapshots of one file and only the newer was

@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from pipeline.secrets import redact_text
@@ -329,6 +330,59 @@ def config_record(obj: dict) -> ConfigRecord | None:
     if obj.get("type") == "config":
         return ConfigRecord({k: v for k, v in obj.items() if k != "type"})
     return None
+
+
+# The step column of a metrics dict saved as columns (columns): the steps its other columns' entries are at.
+COLUMN_STEP_KEYS = frozenset({"step", "steps", "global_step", "global_steps", "iteration", "iterations", "iter"})
+
+
+@dataclass(frozen=True)
+class Columns:
+    """A metrics dict saved column by column, as the log_history it makes (columns)."""
+
+    log_history: list[dict]
+    settings: dict  # its values that are no list: the run's settings, as a trainer state's top-level keys
+    left_out: list[str]  # its lists that cannot be placed at steps (another length than the run's)
+    by_index: bool  # no step column: entry i is step i + 1
+
+
+def _number(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _rising(values: list) -> list[int] | None:
+    """A step column's steps: integers that only go up, else None."""
+    steps = [integral(x) for x in values]
+    if any(step is None for step in steps):
+        return None
+    counted = [step for step in steps if step is not None]
+    return counted if all(a < b for a, b in pairwise(counted)) else None
+
+
+def columns(doc: Any) -> Columns | None:
+    """A custom loop's metrics saved as ``json.dump({"rewards_avg": [0.2, 0.3, …], "kl_avg": […]})``: entry i of each
+    list of numbers of the longest length is a value of step i + 1, or of the step a step column among them gives
+    (COLUMN_STEP_KEYS, integers that only go up); a null is no value. Lists of another length (an evaluation every
+    few steps, a per-epoch summary) say nothing of which steps they are at and are left out, named; the dict's other
+    values that are no list or mapping are the run's settings. None for anything else (a trainer state, a config
+    whose lists are not all numbers)."""
+    if not isinstance(doc, dict) or "log_history" in doc:
+        return None
+    lists = {k: v for k, v in doc.items() if isinstance(v, list) and v and all(_number(x) for x in v)}
+    longest = max((len(v) for v in lists.values()), default=0)
+    full = {k: v for k, v in lists.items() if len(v) == longest}
+    if longest < 2:
+        return None
+    counted = {k: rising for k, v in full.items() if k.lower() in COLUMN_STEP_KEYS and (rising := _rising(v))}
+    step_key = next(iter(counted), None)
+    steps: list[int] | range = counted[step_key] if step_key is not None else range(1, longest + 1)
+    history = [
+        {"step": step, **{k: v[i] for k, v in full.items() if k != step_key and v[i] is not None}}
+        for i, step in enumerate(steps)
+    ]
+    settings = {k: v for k, v in doc.items() if not isinstance(v, (list, dict))}
+    left_out = sorted(k for k, v in doc.items() if isinstance(v, list) and k not in full)
+    return Columns(history, settings, left_out, step_key is None)
 
 
 class BadLine(ValueError):

@@ -96,6 +96,13 @@ NOT_LOG_SUFFIXES = (
 # What a trainer state looks like from its first bytes: an object with a log_history list (the Trainer sorts its
 # keys, so it comes after a few short ones), or the log_history list on its own (flat entries, each with a step).
 _STATE_HEAD = re.compile(rb'^\s*(\{.*?"log_history"\s*:\s*\[|\[\s*\{[^{}]*?"step"\s*:)', re.DOTALL)
+# A custom loop's metrics saved column by column, `json.dump({"rewards_avg": [...], "kl_avg": [...]})`: its first key
+# named like a metric or a step counter, holding a list that starts with two numbers (trainer_log_lines.columns).
+_COLUMNS_HEAD = re.compile(
+    rb'^\s*\{\s*"[^"]{0,100}(?:reward|loss|kl|acc|entropy|score|return|length|step|iter)[^"]{0,100}"\s*:\s*\['
+    rb"\s*(?:-?[\d.]|NaN|-?Infinity)[^,\]]{0,40},\s*(?:-?[\d.]|NaN|-?Infinity|null)",
+    re.IGNORECASE,
+)
 STATE_HEAD_BYTES = 65536
 # A run's configuration as its trainer saved it beside the log, the first of these names the folder holds: the Tinker
 # cookbook's ml_log writes config.json next to metrics.jsonl, a W&B run's files/ folder holds config.yaml next to
@@ -162,13 +169,15 @@ READ_FORMATS = (
 def _holds_log_history(path: Path) -> bool:
     """A JSON file that is a trainer state whatever it is called: a ``trainer_state.json`` saved as
     ``training_logs.json`` or under a checkpoint's name, or its ``log_history`` list written on its own (public TRL
-    projects do both)."""
+    projects do both), or a custom loop's metrics saved as columns, one list per metric (read as the log_history
+    they make: trainer_log_lines.columns)."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(STATE_HEAD_BYTES)
     except OSError:
         return False
-    return _STATE_HEAD.match(head.removeprefix(b"\xef\xbb\xbf")) is not None
+    head = head.removeprefix(b"\xef\xbb\xbf")
+    return _STATE_HEAD.match(head) is not None or _COLUMNS_HEAD.match(head) is not None
 
 
 def _text(path: Path) -> bool:

@@ -158,6 +158,7 @@ from pipeline.sources.trainer_log_lines import (
     ConfigRecord,
     KvLine,
     bar_counts,
+    columns,
     complete_lines,
     dict_line,
     embedded_dict,
@@ -544,6 +545,15 @@ class TrainerLogIngest:
             doc = without_surrogates(doc)
         if isinstance(doc, list) and any(isinstance(entry, dict) for entry in doc):  # the log_history saved alone
             doc = {"log_history": doc}  # (a list of no entries, [1, 2, 3] or [], is no run: the wrong shape below)
+        elif (saved := columns(doc)) is not None:  # a custom loop's metrics saved as one list per metric
+            if saved.left_out:
+                self.report.notes.append(
+                    f"{path}: {', '.join(saved.left_out)}: lists of another length than its "
+                    f"{len(saved.log_history)} steps, so at no known step: not read"
+                )
+            doc = {"log_history": saved.log_history, **saved.settings}
+            if saved.by_index:
+                doc["step_source"] = "ordinal"  # the run's config says the steps are the lists' positions
         if not isinstance(doc, dict) or not isinstance(doc.get("log_history"), list):
             self.report.issues.append(FileIssue(str(path), 0, size, "bad_file", "no log_history list"))
             return None
