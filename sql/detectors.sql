@@ -293,12 +293,16 @@ from windows;
 -- level the run had hardly ever visited (a series as noisy as 8 samples a step dips that low now and then).
 -- With `run_share`, `window_steps`, `lag` and `min_baseline` are each at most that share of the run's logged points
 -- (at least 3, 1 and 3): a run of 40 points needs 30 before anything is judged otherwise, and a collapse in its
--- first quarter goes unseen. Onsets inside an earlier unrecovered episode are that episode. One row per episode:
+-- first quarter goes unseen. With `run_noise`, the robust SD is at least the run's own log-to-log noise (1.4826
+-- times the median absolute difference of consecutive points, over sqrt 2): a baseline of three or four quiet
+-- points, a short log's or a flat start's, understates how far the metric moves between two logs, and an ordinary
+-- stretch of that noise would pass for a collapse. Onsets inside an earlier unrecovered episode are that episode.
+-- One row per episode:
 -- run_key, onset, onset_value, base_median, bar, recovered_at (null: still collapsed), lowest, collapsed_level
 -- (median while collapsed), last_low (last step before the recovery).
 create or replace temp macro collapses(metric_name, window_steps, lag, min_baseline, sustain, drop_ratio, mad_factor,
                                        min_drop_share, recover_share, min_base := -1e308, new_low := false,
-                                       recover_steps := 1, run_share := 1e308) as table
+                                       recover_steps := 1, run_share := 1e308, run_noise := false) as table
 with points as (
     select run_key, step, value, count(*) over (partition by run_key) as n
     from metrics
@@ -315,7 +319,8 @@ series as (
         -- answer of normal length among degenerate ones ends nothing), or to the end of the run
         min(value) over (
             partition by run_key order by step rows between current row and recover_steps - 1 following  -- noqa: PRS
-        ) as held
+        ) as held,
+        abs(value - lag(value) over (partition by run_key order by step)) as step_change
     from points
 ),
 
@@ -323,7 +328,9 @@ baseline as (
     select
         *,
         median(value) over recent as base_median,
-        1.4826 * mad(value) over recent as base_spread,
+        greatest(1.4826 * mad(value) over recent,
+                 case when run_noise then 1.4826 * median(step_change) over (partition by run_key) / sqrt(2) end)
+            as base_spread,
         count(*) over recent as base_n,
         quantile_cont(value, 0.95) over earlier - quantile_cont(value, 0.05) over earlier as prior_range,
         quantile_cont(value, 0.05) over earlier as prior_low,

@@ -1133,6 +1133,116 @@ def _tiny_runs(root: Path, logs: Path) -> None:
             run_id=f"{name}01",
             name=name,
         )
+    # a log every 10 steps (33 points) whose quiet start (4 points at ~0.35) is followed by a dip to ~0.25 for a
+    # third of the run, then a climb to ~0.75: the noise of four quiet points is not the reward's (a second
+    # generator's healthy run, seed 104)
+    dip = [
+        0.354,
+        0.345,
+        0.343,
+        0.349,
+        0.247,
+        0.209,
+        0.27,
+        0.301,
+        0.258,
+        0.237,
+        0.271,
+        0.201,
+        0.263,
+        0.252,
+        0.423,
+        0.499,
+        0.492,
+        0.572,
+        0.668,
+        0.671,
+        0.712,
+        0.693,
+        0.775,
+        0.77,
+        0.771,
+        0.736,
+        0.702,
+        0.779,
+        0.74,
+        0.836,
+        0.567,
+        0.666,
+        0.679,
+    ]
+    write_run(
+        root,
+        [{"train/reward": r, "train/global_step": 10 * (i + 1)} for i, r in enumerate(dip)],
+        run_id="dipback1",
+        name="dipback",
+    )
+    # a public TRL run (every 5 steps): 0.2 -> 0.7 within its first tenth, ~0.85 for 100 steps, then a collapse to 0
+    rose = [
+        0.2,
+        0.288,
+        0.7,
+        0.713,
+        0.875,
+        0.75,
+        0.713,
+        0.838,
+        0.925,
+        0.913,
+        0.763,
+        0.888,
+        0.925,
+        0.825,
+        0.9,
+        0.85,
+        0.8,
+        0.825,
+        0.513,
+        0.738,
+        0.85,
+        0.313,
+        0.288,
+        0.263,
+        0.55,
+        0.8,
+        0.788,
+        0.975,
+        0.938,
+        0.875,
+        0.413,
+        0.025,
+        0.0,
+        0.0,
+        0.025,
+        0.0,
+        0.063,
+        0.0,
+        0.0,
+        0.013,
+    ]
+    write_run(
+        root,
+        [{"train/reward": r, "train/global_step": 5 * (i + 1)} for i, r in enumerate(rose)],
+        run_id="rosefel1",
+        name="rosefell",
+    )
+    # mean length ~290 tokens for 130 steps, then sliding to 35 over 30 steps and staying there
+    write_run(
+        root,
+        [
+            {
+                "train/completions/mean_length": 290 + 8 * math.sin(1.3 * i)
+                if i < 130
+                else 290 * (35 / 290) ** ((i - 130) / 30)
+                if i < 160
+                else 35 + 1.5 * math.sin(i),
+                "train/reward": 0.5 + 0.05 * math.sin(1.7 * i),
+            }
+            for i in range(300)
+        ],
+        run_id="lenslid1",
+        name="lenslide",
+    )
     # 300 steps that gain 4%: significant on a log this dense, and still no learning
     write_run(
         root,
@@ -1713,6 +1823,32 @@ def test_a_plateau_without_updates_is_a_stall(tiny):
     assert tied["severity"] == "info" and tied["message"].startswith("reward converged"), tied
     (converged,) = tiny("reward_plateau", {"frozen_share": 1.01})["frozen"]
     assert converged["severity"] == "info" and converged["step"] == stalled["step"]
+
+
+def test_a_dip_the_reward_came_back_from_after_a_quiet_start_is_no_collapse(tiny):
+    """A short log's baseline is its first few points: four quiet ones (0.343-0.354) made a dip to 0.25 three robust
+    SDs deep, and a run that then doubled its reward was an error. The drop must also exceed three SDs of the run's
+    own log-to-log noise. A fall to 0 after good points stays a collapse."""
+    collapse = tiny("reward_collapse")
+    assert collapse["dipback"] == [], collapse["dipback"]
+    assert [row["severity"] for row in collapse["earlyfall"]] == ["error"]
+    assert [row["severity"] for row in collapse["rosefell"]] == ["error"]
+
+
+def test_a_reward_that_rose_and_then_collapsed_did_improve(tiny):
+    """0.2 -> 0.7 within the first tenth made that tenth so noisy that a last third with the collapse in it was
+    neither significantly above nor below it: "never improved", which the run did. A last third that fell
+    significantly from a middle third above the first tenth is the collapse's (reward_collapse), not a plateau."""
+    assert [row for row in tiny("reward_plateau")["rosefell"] if row["severity"] == "warn"] == []
+    assert tiny("reward_plateau")["lowstart"][0]["message"].startswith("reward did not clearly improve")
+
+
+def test_a_length_that_slides_to_an_eighth_within_thirty_steps_collapsed(tiny):
+    """290 tokens to 35 over 30 steps: a baseline that ends right before each step slid down with the length and was
+    never three times above it. The baseline ends 10 logged steps before the step judged."""
+    (collapsed,) = tiny("response_length_collapse")["lenslide"]
+    assert collapsed["severity"] == "error" and 135 <= collapsed["step"] <= 160, collapsed
+    assert re.match(r"mean response length collapsed from a recent median of 2\d\d to", collapsed["message"])
 
 
 def test_stale_heartbeat_by_age(tiny):

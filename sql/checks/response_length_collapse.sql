@@ -6,7 +6,10 @@
 -- advice: samples do: Read samples around the onset for the degenerate answers
 -- advice: reward_design do: Check the reward for a length or format exploit
 -- advice: learning_rate down: Lower the learning rate
--- param window = 20          -- logged steps in the trailing baseline (median; the step itself excluded)
+-- param window = 20          -- logged steps in the trailing baseline (median; the step itself excluded) ...
+-- param lag = 10             -- ... ending this many logged steps before the step judged: a fall from 290 to 35 tokens
+--                               over 30 steps drags a baseline that ends right before each step down with it, and
+--                               was never three times below it
 -- param min_baseline = 5     -- logged steps needed before a baseline counts
 -- param drop_ratio = 0.3     -- collapsed: below this share of the baseline median
 -- param sustain = 3          -- for this many consecutive logged steps (judged against the onset's baseline)
@@ -30,6 +33,6 @@ select
            || 'the policy is degenerating to near-empty answers: inspect samples, check the reward for a '
            || 'length or format exploit, and lower the learning rate', base_median, onset_value, onset, lowest)
         as message
-from collapses('response_length_mean', $window, 0, $min_baseline, $sustain, $drop_ratio, 0, 0,
+from collapses('response_length_mean', $window, $lag, $min_baseline, $sustain, $drop_ratio, 0, 0,
                ($recover_ratio - $drop_ratio) / (1 - $drop_ratio), min_base := $min_length, new_low := true,
                recover_steps := $sustain)

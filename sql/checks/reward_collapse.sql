@@ -9,7 +9,9 @@
 -- param lag = 10             -- the baseline ends this many logged steps before the step judged, so a collapse
 --                               that takes a few steps to unfold is still compared with the level before it
 -- param min_baseline = 10    -- logged steps needed before a baseline counts
--- param mad_factor = 3       -- the drop must exceed this many robust SDs (1.4826 MAD) of the baseline
+-- param mad_factor = 3       -- the drop must exceed this many robust SDs (1.4826 MAD) of the baseline, or of the
+--                               run's log-to-log noise when that is larger (a short log's baseline of three or four
+--                               points can be quieter than the reward ever is again)
 -- param min_drop_share = 0.75 -- and this share of the run's range before the baseline's end (p5..p95): a dip
 --                               of a few percent on a quiet run is not a collapse, a fall back below where the
 --                               run started is
@@ -31,7 +33,7 @@ with reward as (
 episodes as (
     select *
     from collapses('reward_mean', $window, $lag, $min_baseline, $sustain, 1, $mad_factor, $min_drop_share, 0.5,
-                   run_share := $run_share)
+                   run_share := $run_share, run_noise := true)
 ),
 
 -- The onset is walked back over the low points before the one judged first: a coarse log (logging_steps=10) needs

@@ -32,7 +32,11 @@
 -- param frozen_share = 0.5   -- ... on at least this share of them, leaving out steps whose groups all tied, stalled
 --                               (warn): the policy stopped being updated, it did not converge
 -- param max_fall = 0.25      -- a last third below the first tenth by more than this share (and significantly) fell:
---                               reward_collapse's; a smaller fall, a run that sagged from a lucky start, never improved
+--                               reward_collapse's; a smaller fall, a run that sagged from a lucky start, never improved;
+--                               so did a last third that fell by this share of the middle third's level, and
+--                               significantly, from a middle third min_gain above the first tenth: a run that
+--                               rose within its first tenth (0.2 to 0.7 in four logs), held ~0.85 and collapsed
+--                               did learn, however noisy that first tenth makes the comparison with it
 -- The reward is reward_mean (Diplomacy benchmark/reward_mean, TRL reward, verl critic/score/mean).
 -- The first tenth is at least 3 logged steps (the message names them when that is more than a tenth). Two findings:
 -- * never improved (warn): neither the last nor the middle third of the run is above its first tenth, significantly
@@ -222,7 +226,9 @@ rises as (
         (greatest(last_mean, end_mean) - first_mean) / greatest(abs(first_mean), 0.1) as gain,
         (mid_mean - first_mean) / greatest(abs(first_mean), 0.1) as mid_gain,
         (last_mean - start_mean) / greatest(sqrt(start_var / start_k + last_var / last_k), 1e-12) as t_start,
-        (last_mean - start_mean) / greatest(abs(start_mean), 0.1) as start_gain
+        (last_mean - start_mean) / greatest(abs(start_mean), 0.1) as start_gain,
+        (mid_mean - last_mean) / greatest(sqrt(mid_var / mid_k + last_var / last_k), 1e-12) as t_fall,
+        (mid_mean - last_mean) / greatest(abs(mid_mean), 0.1) as fall
     from thirds
 ),
 
@@ -234,6 +240,7 @@ gains as (
             and last_mean - start_mean >= $start_rise_sd * sqrt(last_var) as rose_early,
         rose_from_tenth or rose_early as rose,
         rose or (t_mid >= $t_gain and mid_gain >= $min_gain) as improved,
+        mid_gain >= $min_gain and t_fall >= $t_gain and fall >= $max_fall as rose_then_fell,
         case when rose_from_tenth then first_mean else start_mean end as rose_from
     from rises
 )
@@ -259,7 +266,7 @@ select
            last_mean, last_mean - first_mean,
            case when first_mean >= 0.1 then printf(' or %+.0f%%', 100 * last_gain) else '' end, n, t_rise) as message
 from gains
-where not improved and (t_rise > -$t_gain or last_gain > -$max_fall)
+where not improved and not rose_then_fell and (t_rise > -$t_gain or last_gain > -$max_fall)
 
 union all by name
 
