@@ -1888,6 +1888,42 @@ def test_a_trainer_state_short_of_max_steps_went_quiet_at_a_checkpoint_save(tmp_
     assert "last written 45 minutes ago" in quiet["message"] and "checkpoint save" in quiet["message"], quiet
 
 
+def test_a_noisy_task_metric_that_follows_the_reward_is_not_left_behind(tmp_path):
+    """A validation accuracy on 16 prompts a step moves by ~0.12 from one log to the next: ten of its logs often trend
+    down while the reward creeps up, though over the run it rose with the reward (0.43 -> 0.73; a public custom GRPO
+    loop, held healthy by whoever read it). Such a task is left behind only where it falls well short of what its
+    slope against the reward makes of the reward's rise. A task flat all run, or one that stops following halfway,
+    is still reward hacking."""
+    rng = random.Random(11)
+    logs = tmp_path / "logs"
+    for name in ("follows", "flat", "stops"):
+        (logs / name).mkdir(parents=True)
+        lines = []
+        for i in range(120):
+            if name == "follows":
+                p, reward = 0.43 + 0.3 * (1 - math.exp(-i / 40)), 0.2 + 0.5 * (1 - math.exp(-i / 40))
+            else:
+                p, reward = (0.43 if name == "flat" else 0.43 + 0.3 * min(i, 50) / 50), 0.2 + 0.6 * i / 120
+            accuracy = sum(rng.random() < p for _ in range(16)) / 16
+            row = {"step": i + 1, "reward": reward + 0.015 * math.sin(1.7 * i), "val_accuracy": accuracy}
+            lines.append(json.dumps(row) + "\n")
+        (logs / name / "metrics.jsonl").write_text("".join(lines))
+    settings = Settings(home=tmp_path / "home")
+    trainer_logs.ingest(settings.lake, [logs])
+    warehouse.build(settings)
+    con = warehouse.connect_readonly(settings)
+    try:
+        (rule,) = [c for c in checks.load_checks() if c.name == "reward_hacking"]
+        names = dict(con.sql("select run_key, name from runs").fetchall())
+        flagged: dict[str, list[int]] = {}
+        for row in checks.run_check(con, rule).rows:
+            flagged.setdefault(names[row["run_key"]], []).append(row["step"])
+    finally:
+        con.close()
+    assert "follows" not in flagged, flagged
+    assert flagged["flat"] and flagged["stops"] and min(flagged["stops"]) > 50, flagged
+
+
 def test_parameters_may_be_given_as_int_or_float(tiny):
     """grpolens.yaml overrides come as YAML numbers: 30 and 30.0 must both work wherever a parameter is used
     (window frames, comparisons, messages)."""

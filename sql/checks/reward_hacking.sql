@@ -20,6 +20,12 @@
 --                               reward (the form learnt first, the answers after it); it was not left behind. Its
 --                               spread, not its standard error: a floor of 0.05 that edges up to 0.06 is
 --                               significant, not learning
+-- param min_follow_t = 3     -- a task metric that follows the reward over the whole run (its slope against the reward
+--                               logged at or before each evaluation this many SEs above 0) ...
+-- param min_behind_t = 2     -- ... is left behind in a window only where its change there falls this many SEs short
+--                               of what that slope makes of the reward's rise: a validation accuracy on 16 prompts a
+--                               step moves by 0.12 from one log to the next, and ten of them often trend down while
+--                               the reward creeps up 0.06, though the task rose with the reward from 0.43 to 0.73
 -- param min_points = 20      -- without a task metric: steps with a component and the total reward logged
 -- param min_total_t = 2      -- ... the total reward rose: last third above first third by this many standard errors
 -- param min_total_rise = 0.1 -- ... and by at least this share of its first-third level (floored at 0.1), as
@@ -76,9 +82,36 @@ task_windows as (
 task_fits as (
     select
         *,
-        task_slope / greatest(sqrt(greatest(syy - sxy * sxy / sxx, 0) / (k - 2) / sxx), 1e-12) as task_t
+        sqrt(greatest(syy - sxy * sxy / sxx, 0) / (k - 2) / sxx) as task_slope_se,
+        task_slope / greatest(task_slope_se, 1e-12) as task_t
     from task_windows
     where k = scale * $task_points and k > 2 and sxx > 0
+),
+
+train_reward as (
+    select run_key, step, value
+    from metrics
+    where metric = 'reward_mean' and isfinite(value)
+),
+
+-- each evaluation against the reward logged at or before it, over the whole run (param min_follow_t)
+paired as (
+    select t.run_key, t.value as task_value, r.value as reward_value
+    from task as t
+    asof join train_reward as r on t.run_key = r.run_key and t.step >= r.step
+),
+
+follows as (
+    select
+        run_key,
+        regr_slope(task_value, reward_value) as follow_slope,
+        regr_slope(task_value, reward_value) / greatest(sqrt(greatest(
+            regr_syy(task_value, reward_value) - regr_sxy(task_value, reward_value) ^ 2
+            / regr_sxx(task_value, reward_value), 0) / (regr_count(task_value, reward_value) - 2)
+            / regr_sxx(task_value, reward_value)), 1e-12) as follow_t
+    from paired
+    group by run_key
+    having regr_count(task_value, reward_value) > 2 and regr_sxx(task_value, reward_value) > 0
 ),
 
 reward_fits as (
@@ -116,13 +149,19 @@ windows as (
     where r.reward_n >= $min_reward_points and r.rsxx > 0
 ),
 
--- the task logs at which a window ends that shows it (the shortest such window)
+-- the task logs at which a window ends that shows it (the shortest such window); where the task follows the
+-- reward over the run, only a window whose task change falls well short of what the reward's rise predicts
 shown as (
-    select *
-    from windows
-    where reward_t >= $min_reward_t and reward_rise >= $min_rise_noise * reward_noise and task_t <= $max_task_t
-        and reward_rise >= $min_total_rise * greatest(abs(reward_start), 0.1)
-    qualify row_number() over (partition by run_key, step order by scale) = 1
+    select w.*
+    from windows as w
+    left join follows as f using (run_key)
+    where w.reward_t >= $min_reward_t and w.reward_rise >= $min_rise_noise * w.reward_noise
+        and w.task_t <= $max_task_t
+        and w.reward_rise >= $min_total_rise * greatest(abs(w.reward_start), 0.1)
+        and (f.follow_t is null or f.follow_t < $min_follow_t
+            or f.follow_slope * w.reward_rise - w.task_slope * (w.step - w.start_step)
+            >= $min_behind_t * w.task_slope_se * (w.step - w.start_step))
+    qualify row_number() over (partition by w.run_key, w.step order by w.scale) = 1
 ),
 
 hacking as (
