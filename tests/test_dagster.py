@@ -345,8 +345,8 @@ def test_an_asset_check_lists_every_flagged_run_with_its_threshold(refreshed):
     assert collapse.metadata["runs_flagged"].value == 2
     rows = _table_rows(collapse.metadata["flagged"].value)
     assert {row["run"]: row["threshold"] for row in rows} == {
-        "qwen2_3b_opd": "204",
-        "run-20251130_144822-gjvwlq13": "208",
+        "qwen2_3b_opd": "251",  # 0.3 x the median of the 20 logged lengths ending 10 before the onset
+        "run-20251130_144822-gjvwlq13": "258",
     }
     assert all(row["message"].startswith("mean response length collapsed") for row in rows)
     assert "drop_ratio=0.3" in collapse.metadata["thresholds"].value
