@@ -1243,6 +1243,20 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="lenslid1",
         name="lenslide",
     )
+    # entropy drifting 0.92 -> 0.77 over 95 steps (healthy), then falling to 0.08 within 40 (the blind generator's
+    # shape, logged every 5 steps)
+    write_run(
+        root,
+        [
+            {
+                "train/entropy": 0.92 - 0.0016 * i * 5 if i < 19 else 0.08 + 0.69 * math.exp(-(i - 19) * 5 / 8),
+                "train/global_step": 5 * (i + 1),
+            }
+            for i in range(60)
+        ],
+        run_id="entfall1",
+        name="entfall",
+    )
     # 300 steps that gain 4%: significant on a log this dense, and still no learning
     write_run(
         root,
@@ -2133,14 +2147,24 @@ def test_a_fall_a_long_run_came_back_from_soon_is_a_dip(tiny):
 def test_entropy_collapse_within_the_first_tenth_hovering_at_its_bar_and_a_dip(tiny):
     """The early level is the first tenth's median, but of no more than early_cap steps: a long run whose entropy
     collapsed within its first tenth has a collapsed "early" level otherwise. Entropy hovering across the bar is
-    one collapse, and a dip of five steps in a thousand that recovers at once is none."""
+    one collapse (reported from where it fell below half its early level), and a dip of five steps in a thousand that
+    recovers at once is none."""
     found = tiny("entropy_collapse")
     (early,) = found["entearly"]
     assert early["step"] <= 15 and early["step_end"] is None, early
-    (hover,) = found["enthover"]
-    assert 100 <= hover["step"] <= 102 and hover["step_end"] is None, hover
-    assert "on 50 of the 99 logged steps from there" in hover["message"], hover["message"]
+    (hover,) = found["enthover"]  # fell below half its early level at step 70, below the bar from step 100
+    assert 68 <= hover["step"] <= 72 and hover["step_end"] is None, hover
+    assert re.search(r"from step 10[0-2], on 50 of the 99 logged steps from there", hover["message"]), hover["message"]
     assert found["entdip"] == []
+
+
+def test_an_entropy_collapse_is_reported_where_the_fall_began(tiny):
+    """0.77 at step 95, 0.56 at 100, below 0.1 only from 135: the collapse began where the entropy left half its early
+    level behind, and a checkpoint "before step 135" is already a collapsing policy. The message still says where
+    it crossed the bar."""
+    (fall,) = tiny("entropy_collapse")["entfall"]
+    assert 95 <= fall["step"] <= 110, fall
+    assert re.search(r"from step \d+ \(below 0.1 from step 1[3-4]\d,", fall["message"]), fall["message"]
 
 
 def test_a_truncation_flag_is_a_share_of_cut_responses_however_it_was_read(tiny):

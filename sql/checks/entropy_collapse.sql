@@ -11,6 +11,9 @@
 -- param early_share = 0.1      -- the first tenth of the run's logged steps sets "early" entropy
 -- param early_cap = 10         -- but no more than this many: a long run can collapse within its first tenth
 -- param back_factor = 2        -- once below the bar, the collapse lasts until entropy is back above this many bars
+-- param fall_share = 0.5       -- the collapse began after the last logged step, before the bar was crossed, whose
+--                                 entropy was still at least this share of the early entropy: a fall from 0.77 at
+--                                 step 95 to 0.099 at step 135 started at step 100, not where it crossed 0.1
 with entropy as (
     select
         run_key, step, value,
@@ -61,20 +64,33 @@ stretches as (
     from marked
     group by run_key, stretch
     having count(*) filter (where value < bar) >= greatest($sustain, ceil($sustain_share * any_value(n)))
+),
+
+-- where the fall began: the first step after the last one at fall_share of the early entropy before the onset
+began as (
+    select
+        s.*,
+        coalesce((
+            select min(e.step) from entropy as e
+            where e.run_key = s.run_key and e.step <= s.onset and e.step > coalesce((
+                select max(e2.step) from entropy as e2
+                where e2.run_key = s.run_key and e2.step < s.onset and e2.value >= $fall_share * s.early_entropy), -1)
+        ), s.onset) as fell_from
+    from stretches as s
 )
 
 select
     run_key,
     'entropy_collapse' as check_name,
     'error' as severity,
-    onset as step,
+    fell_from as step,
     case when last_idx < n then last_low end as step_end,
     'entropy' as metric,
     lowest as value,
     bar as threshold,
-    printf('entropy fell from %.3g to %.3g from step %d (below %.3g on %d of the %d logged steps from there%s); '
-           || 'raise the sampling temperature or add an entropy bonus',
-           early_entropy, lowest, onset, bar, steps_low, after,
+    printf('entropy fell from %.3g to %.3g from step %d (below %.3g from step %d, on %d of the %d logged steps from '
+           || 'there%s); raise the sampling temperature or add an entropy bonus',
+           early_entropy, lowest, fell_from, bar, onset, steps_low, after,
            case when last_idx < n then printf(' to step %d, none of them back above %.3g', last_low, $back_factor * bar)
                 else printf(', none of them back above %.3g', $back_factor * bar) end) as message
-from stretches
+from began
