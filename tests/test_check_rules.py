@@ -1135,97 +1135,19 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         )
     # a log every 10 steps (33 points) whose quiet start (4 points at ~0.35) is followed by a dip to ~0.25 for a
     # third of the run, then a climb to ~0.75: the noise of four quiet points is not the reward's (a second
-    # generator's healthy run, seed 104)
-    dip = [
-        0.354,
-        0.345,
-        0.343,
-        0.349,
-        0.247,
-        0.209,
-        0.27,
-        0.301,
-        0.258,
-        0.237,
-        0.271,
-        0.201,
-        0.263,
-        0.252,
-        0.423,
-        0.499,
-        0.492,
-        0.572,
-        0.668,
-        0.671,
-        0.712,
-        0.693,
-        0.775,
-        0.77,
-        0.771,
-        0.736,
-        0.702,
-        0.779,
-        0.74,
-        0.836,
-        0.567,
-        0.666,
-        0.679,
-    ]
-    write_run(
-        root,
-        [{"train/reward": r, "train/global_step": 10 * (i + 1)} for i, r in enumerate(dip)],
-        run_id="dipback1",
-        name="dipback",
-    )
-    # a public TRL run (every 5 steps): 0.2 -> 0.7 within its first tenth, ~0.85 for 100 steps, then a collapse to 0
-    rose = [
-        0.2,
-        0.288,
-        0.7,
-        0.713,
-        0.875,
-        0.75,
-        0.713,
-        0.838,
-        0.925,
-        0.913,
-        0.763,
-        0.888,
-        0.925,
-        0.825,
-        0.9,
-        0.85,
-        0.8,
-        0.825,
-        0.513,
-        0.738,
-        0.85,
-        0.313,
-        0.288,
-        0.263,
-        0.55,
-        0.8,
-        0.788,
-        0.975,
-        0.938,
-        0.875,
-        0.413,
-        0.025,
-        0.0,
-        0.0,
-        0.025,
-        0.0,
-        0.063,
-        0.0,
-        0.0,
-        0.013,
-    ]
-    write_run(
-        root,
-        [{"train/reward": r, "train/global_step": 5 * (i + 1)} for i, r in enumerate(rose)],
-        run_id="rosefel1",
-        name="rosefell",
-    )
+    # generator's healthy run, seed 104); and a public TRL run (every 5 steps): 0.2 -> 0.7 within its first tenth,
+    # ~0.85 for 100 steps, then a collapse to 0
+    dip = """0.354 0.345 0.343 0.349 0.247 0.209 0.27 0.301 0.258 0.237 0.271 0.201 0.263 0.252 0.423 0.499 0.492
+             0.572 0.668 0.671 0.712 0.693 0.775 0.77 0.771 0.736 0.702 0.779 0.74 0.836 0.567 0.666 0.679"""
+    rose = """0.2 0.288 0.7 0.713 0.875 0.75 0.713 0.838 0.925 0.913 0.763 0.888 0.925 0.825 0.9 0.85 0.8 0.825 0.513
+              0.738 0.85 0.313 0.288 0.263 0.55 0.8 0.788 0.975 0.938 0.875 0.413 0.025 0 0 0.025 0 0.063 0 0 0.013"""
+    for name, every, rewards in (("dipback", 10, dip), ("rosefell", 5, rose)):
+        write_run(
+            root,
+            [{"train/reward": float(r), "train/global_step": every * (i + 1)} for i, r in enumerate(rewards.split())],
+            run_id=f"{name[:7]}1",
+            name=name,
+        )
     # mean length ~290 tokens for 130 steps, then sliding to 35 over 30 steps and staying there
     write_run(
         root,
