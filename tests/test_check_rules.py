@@ -1179,6 +1179,21 @@ def _tiny_runs(root: Path, logs: Path) -> None:
         run_id="entfall1",
         name="entfall",
     )
+    # 40 logs, every 5 steps: a learning rate 100x too small leaves KL at ~1e-5 and the reward flat; its twin learns
+    for name, rise in (("shortstill", 0.0), ("shortlearns", 0.4)):
+        write_run(
+            root,
+            [
+                {
+                    "train/reward": 0.3 + rise * i / 40 + 0.02 * math.sin(1.7 * i),
+                    "train/kl": 1e-5 * (1 + 0.3 * math.sin(i)) + 1e-4 * rise * i,
+                    "train/global_step": 5 * (i + 1),
+                }
+                for i in range(40)
+            ],
+            run_id=f"{name[:7]}1",
+            name=name,
+        )
     # 300 steps that gain 4%: significant on a log this dense, and still no learning
     write_run(
         root,
@@ -1785,6 +1800,16 @@ def test_a_length_that_slides_to_an_eighth_within_thirty_steps_collapsed(tiny):
     (collapsed,) = tiny("response_length_collapse")["lenslide"]
     assert collapsed["severity"] == "error" and 135 <= collapsed["step"] <= 160, collapsed
     assert re.match(r"mean response length collapsed from a recent median of 2\d\d to", collapsed["message"])
+
+
+def test_a_short_log_that_never_moves_is_too_conservative(tiny):
+    """40 logged points leave no 60-point window after the first tenth: such a run is judged on all the points after
+    it, if there are at least min_window. Its twin, whose reward rises, is not flagged."""
+    conservative = tiny("too_conservative")
+    (still,) = conservative["shortstill"]
+    assert still["severity"] == "warn" and still["step"] == 5 and "reward flat at about 0.3" in still["message"]
+    assert conservative["shortlearns"] == []
+    assert tiny("too_conservative", {"min_window": 37})["shortstill"] == []  # 36 points after the first tenth
 
 
 def test_stale_heartbeat_by_age(tiny):

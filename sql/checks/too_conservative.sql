@@ -5,7 +5,10 @@
 -- role: cause
 -- advice: learning_rate up: Raise the learning rate
 -- advice: kl_penalty down: Lower the KL penalty (kl_beta)
--- param window = 60          -- logged reward steps per window (as reward_plateau)
+-- param window = 60          -- logged reward steps per window (as reward_plateau) ...
+-- param min_window = 20      -- ... or all the steps after the first tenth, when fewer, if at least this many: a run
+--                               that logs every 5 steps for 200 has 40 points, and a learning rate 100x too small
+--                               left it unjudged
 -- param t_flat = 2           -- flat: the reward's OLS slope over the window and each half within this many SEs of 0
 -- param warmup_share = 0.1   -- windows must start after the first tenth of the run
 -- param max_kl = 0.002       -- "near 0": median KL over the window below this, 5x under the healthy 0.01-0.05
@@ -30,6 +33,19 @@ with reward as (
     where metric = 'reward_mean' and isfinite(value)
 ),
 
+sizes as (  -- the run's window: `window` steps, or every step after the first tenth
+    select run_key, least($window, max(n) - floor($warmup_share * max(n)))::bigint as w
+    from reward
+    group by run_key
+    having least($window, max(n) - floor($warmup_share * max(n))) >= $min_window
+),
+
+sized as (
+    select r.*, s.w
+    from reward as r
+    join sizes as s using (run_key)
+),
+
 windows as (
     select
         *,
@@ -43,17 +59,20 @@ windows as (
         avg(value) over whole as level,
         first_value(step) over whole as start_step,
         first_value(idx) over whole as start_idx
-    from reward
+    from sized
+    -- frames as long as the run's window w (sqlfluff's DuckDB grammar takes no expression as a frame offset)
     window
-        whole as (partition by run_key order by idx rows between $window - 1 preceding and current row),
-        first_half as (partition by run_key order by idx rows between $window - 1 preceding and $window // 2 preceding),
-        second_half as (partition by run_key order by idx rows between $window // 2 - 1 preceding and current row)
+        whole as (partition by run_key order by idx rows between w - 1 preceding and current row),  -- noqa: PRS
+        first_half as (
+            partition by run_key order by idx rows between w - 1 preceding and w // 2 preceding  -- noqa: PRS
+        ),
+        second_half as (partition by run_key order by idx rows between w // 2 - 1 preceding and current row)  -- noqa: PRS
 ),
 
 flat as (
     select *
     from windows
-    where k = $window and k1 > 2 and k2 > 2 and sxx > 0 and sxx1 > 0 and sxx2 > 0
+    where k = w and k1 > 2 and k2 > 2 and sxx > 0 and sxx1 > 0 and sxx2 > 0
         and start_idx > $warmup_share * n
         and abs(sxy / sxx) < $t_flat * sqrt(greatest(syy - sxy * sxy / sxx, 0) / (k - 2) / sxx)
         and abs(sxy1 / sxx1) < $t_flat * sqrt(greatest(syy1 - sxy1 * sxy1 / sxx1, 0) / (k1 - 2) / sxx1)
@@ -68,6 +87,7 @@ context as (
         any_value(f.start_step) as start_step,
         any_value(f.idx) as idx,
         any_value(f.n) as n,
+        any_value(f.w) as w,
         any_value(f.level) as level,
         median(m.value) filter (where m.metric = 'kl') as kl_median,
         regr_slope(m.value, m.step) filter (where m.metric = 'kl') * (f.step - any_value(f.start_step)) as kl_rise,
@@ -115,7 +135,7 @@ conservative as (
 numbered as (
     select
         *,
-        count(*) filter (where gap is null or gap > $window + $window // 2)
+        count(*) filter (where gap is null or gap > w + w // 2)
             over (partition by run_key order by step) as episode
     from conservative
 ),
