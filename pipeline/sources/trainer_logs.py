@@ -1199,10 +1199,11 @@ def _fitting_grid(epochs: list, counts: dict[int, set[int]], end_epoch: Any) -> 
             k = n - first  # the dicts on the grid (and the last step's, if it is off the grid)
             if k < 1 + last:
                 continue
+            intervals: Iterable[int]
             if last:  # (k-1)·L < total < k·L: the final dict at the total, off the grid
                 intervals = range(total // k + 1, -(-total // (k - 1)))
-            else:  # k·L <= total < (k+1)·L
-                intervals = range(total // k, total // k + 1) if (k + 1) * (total // k) > total else range(0)
+            else:  # k·L <= total < (k+1)·L: total // k, if it fits
+                intervals = [total // k] if (k + 1) * (total // k) > total else []
             for interval in intervals:
                 if interval < 2:
                     continue

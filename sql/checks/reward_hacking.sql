@@ -128,9 +128,7 @@ reward_fits as (
         arg_min(r.value, r.step) as reward_from,
         arg_max(r.value, r.step) as reward_to
     from task_fits as t
-    join metrics as r
-        on t.run_key = r.run_key and r.metric = 'reward_mean' and isfinite(r.value)
-        and r.step between t.start_step and t.step
+    join train_reward as r on t.run_key = r.run_key and r.step between t.start_step and t.step
     group by t.run_key, t.step, t.scale
 ),
 
